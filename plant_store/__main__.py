@@ -1,0 +1,3 @@
+from plant_store.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,26 @@
+"""The composition root: config in, a ready ``falcon.App`` out."""
+
+import falcon
+
+from plant_store import errors
+from plant_store.access_log import AccessLog
+from plant_store.auth import BearerAuth
+from plant_store.config import Config
+from plant_store.plants import PlantsResource
+from plant_store.stores import Store, open_store
+from plant_store.tokens import TokenFile
+
+PUBLIC_PATHS = frozenset()
+
+
+def create_app(
+    config: Config, *, store: Store | None = None, tokens: TokenFile | None = None
+) -> falcon.App:
+    """Build the service; the caller that passes ``store`` owns it and closes it."""
+    store = store if store is not None else open_store(config)
+    tokens = tokens if tokens is not None else TokenFile(config.token_file)
+    app = falcon.App(middleware=[AccessLog(), BearerAuth(tokens, PUBLIC_PATHS)])
+    app.set_error_serializer(errors.serialize)
+    app.add_error_handler(Exception, errors.unexpected)
+    app.add_route("/plants", PlantsResource(store, config.max_body_size))
+    return app

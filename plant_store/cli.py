@@ -1,0 +1,107 @@
+"""The ``plant-store`` command: serve, and manage tokens.
+
+Every failure an operator can cause (bad setting, unwritable data directory, locked store,
+unknown token label) ends with one line on stderr and exit status 2, not a traceback.
+"""
+
+import argparse
+import logging
+import os
+import sys
+
+from plant_store import __version__, config, server
+from plant_store.stores import StoreError, open_store
+from plant_store.tokens import TokenError, TokenFile
+
+FIRST_TOKEN_LABEL = "initial"
+
+
+def _parser() -> argparse.ArgumentParser:
+    settings = argparse.ArgumentParser(add_help=False)
+    group = settings.add_argument_group("settings (override the config file and environment)")
+    group.add_argument("--config", metavar="FILE",
+                       help="INI file with a [plant-store] section (see conf/plant-store.ini)")
+    for setting in config.SETTINGS:
+        group.add_argument(setting.flag, dest=setting.name, metavar="VALUE",
+                           help=f"{setting.help} Default: {setting.default!r}.")
+
+    parser = argparse.ArgumentParser(prog="plant-store", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("serve", parents=[settings], help="run the HTTP service")
+    token = commands.add_parser("token", help="issue, list and revoke bearer tokens")
+    token_commands = token.add_subparsers(dest="token_command", required=True, metavar="ACTION")
+    add = token_commands.add_parser("add", parents=[settings], help="issue a token, print it once")
+    add.add_argument("--label", required=True, help="a name for whoever holds the token")
+    token_commands.add_parser("list", parents=[settings], help="show labels and dates")
+    revoke = token_commands.add_parser("revoke", parents=[settings], help="revoke a token")
+    revoke.add_argument("label")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    flags = {s.name: getattr(args, s.name) for s in config.SETTINGS}
+    try:
+        cfg = config.load(args.config or os.environ.get("PLANT_STORE_CONFIG"), os.environ, flags)
+        logging.basicConfig(
+            level=cfg.log_level.upper(), stream=sys.stderr,
+            format="%(asctime)s %(levelname)s [%(name)s] %(message)s",
+        )
+        tokens = TokenFile(cfg.token_file)
+        if args.command == "serve":
+            return _serve(cfg, tokens)
+        return _token(args, tokens)
+    except (config.ConfigError, StoreError, TokenError) as exc:
+        print(f"plant-store: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _serve(cfg: config.Config, tokens: TokenFile) -> int:
+    first_token = None
+    if not tokens.entries():
+        first_token = tokens.add(FIRST_TOKEN_LABEL)
+    store = open_store(cfg)
+
+    def announce(url: str) -> None:
+        if first_token:
+            print(_first_token_message(first_token, url, tokens.path), flush=True)
+
+    try:
+        server.serve(cfg, store, tokens, on_ready=announce)
+    except OSError as exc:  # the listening socket: address in use, permission denied
+        print(f"plant-store: error: cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+def _first_token_message(token: str, url: str, path: str) -> str:
+    return f"""\
+No token was configured, so this one was made (label {FIRST_TOKEN_LABEL!r}; its hash is in
+{path}). It is shown only this once:
+
+    {token}
+
+Try it:
+
+    curl -i -X POST {url}/plants \\
+      -H 'Authorization: Bearer {token}' \\
+      -H 'Content-Type: application/json' \\
+      -d '{{"id": 1, "name": "Monstera", "tag": "aroid"}}'
+"""
+
+
+def _token(args: argparse.Namespace, tokens: TokenFile) -> int:
+    if args.token_command == "add":
+        print(tokens.add(args.label))
+    elif args.token_command == "list":
+        entries = tokens.entries()
+        for entry in entries:
+            print(f"{entry.label}\t{entry.created}")
+        if not entries:
+            print(f"no tokens in {tokens.path}", file=sys.stderr)
+    else:
+        tokens.revoke(args.label)
+        print(f"revoked {args.label!r}", file=sys.stderr)
+    return 0

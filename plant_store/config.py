@@ -1,0 +1,158 @@
+"""Every setting, declared once.
+
+The INI file, the ``PLANT_STORE_<NAME>`` environment variables, the command-line flags and
+``conf/plant-store.ini`` all come from :data:`SETTINGS`, so a new setting is one entry here.
+Precedence, lowest first: defaults, INI file, environment, flags.
+"""
+
+import configparser
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SECTION = "plant-store"
+ENV_PREFIX = "PLANT_STORE_"
+
+
+class ConfigError(Exception):
+    """A setting has a value the service cannot run with."""
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(f"must be from {low} to {high}")
+        return value
+
+    return parse
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def _flag(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("must be true or false")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    parse: Callable[[str], Any]
+    default: str
+    help: str
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("host", str, "127.0.0.1", "Address waitress listens on."),
+    Setting("port", _int_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one."),
+    Setting("threads", _int_in(1, 256), "8", "Waitress worker threads."),
+    Setting("store", _one_of("memory", "jsonfile"), "jsonfile",
+            "Where plants live: 'memory' (lost on exit) or 'jsonfile' (durable)."),
+    Setting("data_dir", str, "plant-store-data",
+            "Directory of the JSON-file store (plants.jsonl) and the default token file."),
+    Setting("token_file", str, "",
+            "File of token hashes; empty means <data_dir>/tokens.json."),
+    Setting("max_body_size", _int_in(1, 1 << 30), "65536",
+            "Largest request body in bytes; larger bodies get 413 unread."),
+    Setting("fsync", _flag, "true",
+            "Flush each write to disk before answering. 'false' is UNSAFE: a power loss or "
+            "OS crash can lose acknowledged plants. For benchmarks only."),
+    Setting("log_level", _one_of("debug", "info", "warning", "error"), "info",
+            "Lowest level logged to stderr; 'info' includes one access line per request."),
+)
+BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+class Config:
+    """Typed values of every setting; construct with overrides, e.g. ``Config(store="memory")``."""
+
+    host: str
+    port: int
+    threads: int
+    store: str
+    data_dir: str
+    token_file: str
+    max_body_size: int
+    fsync: bool
+    log_level: str
+
+    def __init__(self, **values: Any) -> None:
+        unknown = set(values) - set(BY_NAME)
+        if unknown:
+            raise ConfigError(f"unknown setting {sorted(unknown)[0]!r}")
+        for setting in SETTINGS:
+            value = values.get(setting.name, setting.default)
+            if isinstance(value, str):
+                value = _parse(setting, value, "default" if setting.name not in values else "")
+            setattr(self, setting.name, value)
+        if not self.token_file:
+            self.token_file = os.path.join(self.data_dir, "tokens.json")
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{s.name}={getattr(self, s.name)!r}" for s in SETTINGS)
+        return f"Config({pairs})"
+
+
+def _parse(setting: Setting, text: str, source: str) -> Any:
+    try:
+        return setting.parse(text)
+    except ValueError as exc:
+        where = f" (from {source})" if source else ""
+        raise ConfigError(f"setting {setting.name}={text!r}{where}: {exc}") from None
+
+
+def load(
+    path: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    flags: Mapping[str, str | None] | None = None,
+) -> Config:
+    """Merge the INI file, the environment and the flags over the defaults."""
+    raw: dict[str, tuple[str, str]] = {}
+    if path:
+        raw.update(_read_ini(path))
+    for setting in SETTINGS:
+        if environ and setting.env in environ:
+            raw[setting.name] = (environ[setting.env], f"environment {setting.env}")
+        if flags and flags.get(setting.name) is not None:
+            raw[setting.name] = (str(flags[setting.name]), f"flag {setting.flag}")
+    values = {name: _parse(BY_NAME[name], text, source) for name, (text, source) in raw.items()}
+    return Config(**values)
+
+
+def _read_ini(path: str) -> dict[str, tuple[str, str]]:
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            parser.read_file(fh)
+    except (OSError, UnicodeDecodeError, configparser.Error) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    if not parser.has_section(SECTION):
+        raise ConfigError(f"config file {path} has no [{SECTION}] section")
+    raw = {}
+    for name, text in parser.items(SECTION):
+        if name not in BY_NAME:
+            raise ConfigError(f"config file {path}: unknown setting {name!r}")
+        raw[name] = (text, f"{path}")
+    return raw

@@ -1,0 +1,32 @@
+"""Every error leaves as the seed's Error shape: ``{"error": <status>, "message": "..."}``."""
+
+import logging
+
+import falcon
+import orjson
+
+log = logging.getLogger(__name__)
+
+
+def serialize(req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError) -> None:
+    """Error serializer: JSON whatever the client accepts, with a plain-sentence message."""
+    resp.content_type = falcon.MEDIA_JSON
+    resp.data = orjson.dumps({"error": error.status_code, "message": _message(req, error)})
+
+
+def _message(req: falcon.Request, error: falcon.HTTPError) -> str:
+    if error.description:
+        return error.description
+    if error.status_code == 404:
+        return f"There is nothing at {req.path}."
+    if error.status_code == 405:
+        return f"{req.method} is not allowed on {req.path}; see the Allow header."
+    return f"{error.title}."
+
+
+def unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: dict) -> None:
+    """Handler for anything unforeseen: the traceback goes to the log, not to the client."""
+    log.exception("unhandled error in %s %s", req.method, req.path)
+    raise falcon.HTTPInternalServerError(
+        description="The server failed to handle the request; the details are in its log."
+    )

@@ -1,0 +1,41 @@
+"""Run the app on waitress until SIGTERM or SIGINT, then close the store."""
+
+import logging
+import signal
+from collections.abc import Callable
+
+import waitress
+
+from plant_store.app import create_app
+from plant_store.config import Config
+from plant_store.stores import Store
+from plant_store.tokens import TokenFile
+
+log = logging.getLogger(__name__)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # waitress's run() loop stops on it and lets workers finish
+
+
+def serve(
+    config: Config, store: Store, tokens: TokenFile,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until a stop signal, then close ``store``; ``on_ready(url)`` runs once bound."""
+    try:
+        app = create_app(config, store=store, tokens=tokens)
+        server = waitress.create_server(
+            app, host=config.host, port=config.port, threads=config.threads, ident="plant-store"
+        )
+        url = f"http://{server.effective_host}:{server.effective_port}"
+        log.info("plant-store listening on %s (store: %s, %d threads)",
+                 url, config.store, config.threads)
+        if on_ready:
+            on_ready(url)
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGINT, _interrupt)
+        server.run()
+    finally:
+        store.close()
+    log.info("plant-store stopped")

@@ -1,0 +1,126 @@
+"""Bearer tokens, kept on disk only as SHA-256 hashes.
+
+The file is JSON, mode 0600, replaced atomically on every change. The server reloads it
+when its stat signature changes, looking at most once per ``recheck`` seconds, so issuing
+or revoking a token needs no restart.
+"""
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+
+log = logging.getLogger(__name__)
+
+
+class TokenError(Exception):
+    """A token command cannot be carried out; the message is meant for the operator."""
+
+
+@dataclass(frozen=True)
+class TokenEntry:
+    label: str
+    sha256: str
+    created: str
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class TokenFile:
+    def __init__(self, path: str, *, recheck: float = 1.0) -> None:
+        self.path = path
+        self._recheck = recheck
+        self._lock = threading.Lock()
+        self._signature: object = None  # (mtime, size, inode) of the file last read
+        self._hashes: tuple[tuple[bytes, str], ...] = ()
+        self._next_check = 0.0
+
+    # The server's side.
+
+    def verify(self, token: str) -> str | None:
+        """The label of ``token`` if it is valid, else None; constant time per entry."""
+        self._refresh()
+        presented = _digest(token).encode()
+        label = None
+        for digest, entry_label in self._hashes:
+            if hmac.compare_digest(digest, presented):
+                label = entry_label
+        return label
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        with self._lock:
+            self._next_check = now + self._recheck
+            try:
+                st = os.stat(self.path)
+                signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+            except FileNotFoundError:
+                signature = "missing"
+            if signature == self._signature:
+                return
+            try:
+                entries = self.entries()
+            except TokenError as exc:
+                log.error("%s; refusing every token until it is fixed", exc)
+                entries = []
+            self._hashes = tuple((e.sha256.encode(), e.label) for e in entries)
+            self._signature = signature
+
+    # The operator's side.
+
+    def entries(self) -> list[TokenEntry]:
+        try:
+            with open(self.path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            return [TokenEntry(**entry) for entry in data["tokens"]]
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise TokenError(f"cannot read token file {self.path}: {exc}") from None
+
+    def add(self, label: str) -> str:
+        """Make a token, store its hash under ``label``, and return it (the only copy)."""
+        if not label or label != label.strip():
+            raise TokenError("a token label must be non-empty, without surrounding spaces")
+        entries = self.entries()
+        if any(e.label == label for e in entries):
+            raise TokenError(f"a token labelled {label!r} exists; revoke it first")
+        token = secrets.token_urlsafe(32)
+        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._write([*entries, TokenEntry(label, _digest(token), created)])
+        return token
+
+    def revoke(self, label: str) -> None:
+        entries = self.entries()
+        kept = [e for e in entries if e.label != label]
+        if len(kept) == len(entries):
+            raise TokenError(f"no token labelled {label!r}")
+        self._write(kept)
+
+    def _write(self, entries: list[TokenEntry]) -> None:
+        directory = os.path.dirname(os.path.abspath(self.path))
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tokens-")  # mode 0600
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    json.dump({"tokens": [asdict(e) for e in entries]}, fh, indent=1)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError as exc:
+            raise TokenError(f"cannot write token file {self.path}: {exc.strerror}") from None

@@ -58,14 +58,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(cfg: config.Config, tokens: TokenFile) -> int:
-    first_token = None
-    if not tokens.entries():
-        first_token = tokens.add(FIRST_TOKEN_LABEL)
     store = open_store(cfg)
 
     def announce(url: str) -> None:
-        if first_token:
-            print(_first_token_message(first_token, url, tokens.path), flush=True)
+        """Once listening, make the first token if there is none, and show it this once."""
+        if not tokens.entries():
+            token = tokens.add(FIRST_TOKEN_LABEL)
+            print(_first_token_message(token, url, tokens.path), flush=True)
 
     try:
         server.serve(cfg, store, tokens, on_ready=announce)

@@ -38,7 +38,9 @@ class PlantsResource:
             )
         if req.content_length is not None and req.content_length > self._max_body:
             raise _too_large(self._max_body)
-        body = req.bounded_stream.read(self._max_body + 1)
+        # A server that dechunks without a Content-Length says so (PEP 3333 extension).
+        stream = req.stream if req.env.get("wsgi.input_terminated") else req.bounded_stream
+        body = stream.read(self._max_body + 1)
         if len(body) > self._max_body:
             raise _too_large(self._max_body)
         if not body:

@@ -20,6 +20,10 @@ LOCK_FILE = "plants.lock"
 
 
 class JsonFileStore(Store):
+    # The two system calls of the write path, as seams for fault-injection tests.
+    _write = staticmethod(os.write)
+    _fsync_fd = staticmethod(os.fsync)
+
     def __init__(self, data_dir: str, *, fsync: bool = True) -> None:
         self.path = os.path.join(data_dir, DATA_FILE)
         self._fsync = fsync
@@ -54,7 +58,8 @@ class JsonFileStore(Store):
                 self._sync_through(pending[0], self._epoch)
             self._append(line + b"\n", plant.id, None, line)
             if not self._sync_through(self._end, self._epoch):
-                raise StoreUnavailable(f"cannot write {self.path}: {self._broken or 'fsync failed'}")
+                reason = self._broken or "fsync failed"
+                raise StoreUnavailable(f"cannot write {self.path}: {reason}")
         return plant, True
 
     def get(self, plant_id: int) -> Plant | None:
@@ -86,9 +91,9 @@ class JsonFileStore(Store):
         if self._broken:
             raise StoreUnavailable(self._broken)
         try:
-            written = os.write(self._fd, data)
+            written = self._write(self._fd, data)
             while written < len(data):
-                written += os.write(self._fd, data[written:])
+                written += self._write(self._fd, data[written:])
         except OSError as exc:
             self._truncate(self._end)
             raise StoreUnavailable(f"cannot write {self.path}: {exc.strerror}") from None
@@ -109,7 +114,7 @@ class JsonFileStore(Store):
             self._cond.release()
             try:
                 if self._fsync:
-                    os.fsync(self._fd)
+                    self._fsync_fd(self._fd)
                 error = None
             except OSError as exc:
                 error = exc

@@ -1,0 +1,52 @@
+import pytest
+import webtest
+
+from plant_store.app import create_app
+from plant_store.config import Config
+from plant_store.stores import JsonFileStore, MemoryStore
+from plant_store.tokens import TokenFile
+
+
+@pytest.fixture
+def tokens(tmp_path):
+    """A token file checked on every request, so tests see changes at once."""
+    return TokenFile(str(tmp_path / "tokens.json"), recheck=0)
+
+
+@pytest.fixture
+def token(tokens):
+    return tokens.add("tests")
+
+
+@pytest.fixture(params=["memory", "jsonfile"])
+def store(request, tmp_path):
+    store = MemoryStore() if request.param == "memory" else JsonFileStore(str(tmp_path / "data"))
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def config(tmp_path):
+    return Config(store="memory", data_dir=str(tmp_path / "data"))
+
+
+@pytest.fixture
+def app(config, tokens, token):
+    """The WSGI app under WebTest, with the token sent on every request."""
+    store = MemoryStore()
+    test_app = webtest.TestApp(
+        create_app(config, store=store, tokens=tokens),
+        extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"},
+    )
+    test_app.store = store
+    return test_app
+
+
+def assert_error(response, status):
+    """The contract's Error shape: JSON, the status as an int, a non-empty sentence."""
+    assert response.status_int == status
+    assert response.content_type == "application/json"
+    assert set(response.json) == {"error", "message"}
+    assert response.json["error"] == status
+    assert isinstance(response.json["message"], str) and response.json["message"]
+    return response.json["message"]

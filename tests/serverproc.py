@@ -1,0 +1,94 @@
+"""Run ``plant-store serve`` as a real subprocess and talk HTTP to it."""
+
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from urllib.parse import urlsplit
+
+
+class Server:
+    """A ``plant-store serve`` process on a free port; its output is collected as it comes."""
+
+    def __init__(self, data_dir, *args, env=None, wait=True):
+        command = [sys.executable, "-m", "plant_store", "serve", "--port", "0",
+                   "--data-dir", str(data_dir), *args]
+        self.proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.stdout, self.stderr = [], []
+        self._readers = [
+            threading.Thread(target=self._collect, args=(self.proc.stdout, self.stdout)),
+            threading.Thread(target=self._collect, args=(self.proc.stderr, self.stderr)),
+        ]
+        for reader in self._readers:
+            reader.start()
+        self.url = None
+        if wait:
+            self.wait_ready()
+
+    @staticmethod
+    def _collect(stream, lines):
+        for line in stream:
+            lines.append(line)
+
+    def wait_ready(self, timeout=15):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(r"listening on (http://\S+)", "".join(self.stderr))
+            if match:
+                self.url = match.group(1)
+                self.host, self.port = urlsplit(self.url).hostname, urlsplit(self.url).port
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.stop()
+        raise AssertionError("server did not start:\n" + "".join(self.stderr))
+
+    @property
+    def first_token(self):
+        match = re.search(r"only this once:\s+(\S+)", "".join(self.stdout))
+        return match and match.group(1)
+
+    def request(self, method, path, body=None, token=None, headers=None, timeout=10):
+        """One request on a fresh connection: (status, headers, parsed JSON or raw bytes)."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            all_headers = {"Content-Type": "application/json", **(headers or {})}
+            if token:
+                all_headers["Authorization"] = f"Bearer {token}"
+            if body is not None and not isinstance(body, (bytes, str)):
+                body = json.dumps(body)
+            conn.request(method, path, body=body, headers=all_headers)
+            response = conn.getresponse()
+            data = response.read()
+            if response.getheader("Content-Type") == "application/json" and data:
+                data = json.loads(data)
+            return response.status, response.headers, data
+        finally:
+            conn.close()
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for reader in self._readers:
+            reader.join(5)
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()

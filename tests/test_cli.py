@@ -1,0 +1,88 @@
+"""The command line: tokens, and clear one-line errors for bad configuration."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from plant_store.tokens import TokenFile
+
+
+def run(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "plant_store", *args], capture_output=True, text=True,
+        env={**os.environ, **(env or {})}, timeout=30,
+    )
+
+
+def test_token_add_list_revoke(tmp_path):
+    token_file = str(tmp_path / "t.json")
+    added = run("token", "add", "--label", "alice", "--token-file", token_file)
+    assert added.returncode == 0, added.stderr
+    token = added.stdout.strip()
+    assert len(token) >= 40
+    assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
+    stored = (tmp_path / "t.json").read_text()
+    assert token not in stored and "alice" in stored
+    assert TokenFile(token_file).verify(token) == "alice"
+
+    listed = run("token", "list", "--token-file", token_file)
+    assert listed.returncode == 0
+    assert listed.stdout.split("\t")[0] == "alice" and token not in listed.stdout
+
+    assert run("token", "add", "--label", "alice", "--token-file", token_file).returncode == 2
+    revoked = run("token", "revoke", "alice", "--token-file", token_file)
+    assert revoked.returncode == 0
+    assert TokenFile(token_file).verify(token) is None
+    assert json.loads((tmp_path / "t.json").read_text()) == {"tokens": []}
+
+    missing = run("token", "revoke", "alice", "--token-file", token_file)
+    assert missing.returncode == 2 and "no token labelled 'alice'" in missing.stderr
+
+
+def one_error_line(result):
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("plant-store: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize(("args", "env", "expected"), [
+    (["--store", "sqlite"], {}, "store='sqlite'"),
+    (["--port", "70000"], {}, "port='70000'"),
+    ([], {"PLANT_STORE_PORT": "-1"}, "PLANT_STORE_PORT"),
+    (["--config", "/nonexistent/plant-store.ini"], {}, "cannot read config file"),
+])
+def test_bad_configuration_is_one_line_and_exit_2(tmp_path, args, env, expected):
+    result = run("serve", "--data-dir", str(tmp_path), *args, env=env)
+    assert expected in one_error_line(result)
+
+
+def test_unwritable_data_path_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = run("serve", "--data-dir", str(blocker / "data"), "--token-file",
+                 str(tmp_path / "t.json"))
+    assert "cannot create data directory" in one_error_line(result)
+
+
+def test_port_in_use_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("serve", "--data-dir", str(tmp_path), "--port", str(port))
+    assert "cannot listen on 127.0.0.1" in one_error_line(result)
+    assert not (tmp_path / "tokens.json").exists()  # no token made that nobody was shown
+
+
+def test_console_script_is_installed():
+    script = os.path.join(os.path.dirname(sys.executable), "plant-store")
+    result = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and result.stdout.startswith("plant-store ")

@@ -1,0 +1,163 @@
+"""POST /plants, row by row through the contract's table."""
+
+import json
+
+import pytest
+import webob
+
+from conftest import assert_error
+from plant_store.stores import Plant
+
+INT64_MAX = 2**63 - 1
+
+
+def post(app, body, *, status=None, content_type="application/json", **kwargs):
+    if not isinstance(body, (bytes, str)):
+        body = json.dumps(body)
+    return app.post("/plants", body, content_type=content_type, status=status or "*", **kwargs)
+
+
+def test_valid_new_plant_is_created_and_returned_without_id(app):
+    response = post(app, {"id": 1, "name": "Monstera", "tag": "aroid"}, status=200)
+    assert response.content_type == "application/json"
+    assert response.json == {"name": "Monstera", "tag": "aroid"}
+    assert app.store.get(1) == Plant(1, "Monstera", "aroid")
+
+
+def test_tag_is_echoed_only_when_sent(app):
+    assert post(app, {"id": 2, "name": "Fern"}, status=200).json == {"name": "Fern"}
+    assert app.store.get(2) == Plant(2, "Fern", None)
+
+
+@pytest.mark.parametrize("plant_id", [0, -1, INT64_MAX, -(2**63)])
+def test_int64_bounds_are_accepted(app, plant_id):
+    post(app, {"id": plant_id, "name": "edge"}, status=200)
+    assert app.store.get(plant_id).name == "edge"
+
+
+def test_empty_strings_and_unicode_round_trip(app):
+    name = "Ficus 🌿 e\u0301 \u202eright-to-left\u202c \x00\x1f"
+    response = post(app, {"id": 3, "name": name, "tag": ""}, status=200)
+    assert response.json == {"name": name, "tag": ""}
+
+
+def test_replay_with_same_plant_is_200_and_writes_nothing(app):
+    body = {"id": 4, "name": "Cactus", "tag": "succulent"}
+    post(app, body, status=200)
+    assert post(app, body, status=200).json == {"name": "Cactus", "tag": "succulent"}
+    assert len(app.store) == 1
+
+
+@pytest.mark.parametrize("second", [
+    {"id": 5, "name": "Other", "tag": "succulent"},
+    {"id": 5, "name": "Cactus"},
+    {"id": 5, "name": "Cactus", "tag": "other"},
+])
+def test_same_id_different_plant_is_409_and_stored_plant_unchanged(app, second):
+    post(app, {"id": 5, "name": "Cactus", "tag": "succulent"}, status=200)
+    message = assert_error(post(app, second), 409)
+    assert "5" in message
+    assert app.store.get(5) == Plant(5, "Cactus", "succulent")
+
+
+@pytest.mark.parametrize("body", [
+    b"{not json", b"", b"\xff\xfe{}", '{"id": 1, "name": "caf\xe9"}'.encode("latin-1"),
+    b"[]", b'"plant"', b"42", b"null", b'{"id": NaN, "name": "x"}',
+    '{"id": 1, "name": "x"}'.encode("utf-16"),
+])
+def test_body_that_is_not_a_utf8_json_object_is_400(app, body):
+    assert_error(post(app, body), 400)
+    assert len(app.store) == 0
+
+
+@pytest.mark.parametrize("plant_id", [
+    None, True, False, 1.5, 1.0, "1", [1], {"n": 1}, 2**63, -(2**63) - 1, 10**30,
+])
+def test_id_that_is_not_an_int64_is_400_naming_id(app, plant_id):
+    message = assert_error(post(app, {"id": plant_id, "name": "x"}), 400)
+    assert message.startswith("id:")
+
+
+def test_missing_id_is_400_naming_id(app):
+    assert assert_error(post(app, {"name": "x"}), 400).startswith("id:")
+
+
+@pytest.mark.parametrize("name", [None, 1, True, ["x"], {"x": 1}])
+def test_name_not_a_string_is_400_naming_name(app, name):
+    assert assert_error(post(app, {"id": 1, "name": name}), 400).startswith("name:")
+
+
+def test_missing_name_is_400_naming_name(app):
+    assert assert_error(post(app, {"id": 1}), 400).startswith("name:")
+
+
+@pytest.mark.parametrize("tag", [None, 1, False, ["x"]])
+def test_tag_present_but_not_a_string_is_400_naming_tag(app, tag):
+    assert assert_error(post(app, {"id": 1, "name": "x", "tag": tag}), 400).startswith("tag:")
+    assert len(app.store) == 0
+
+
+def test_every_bad_field_is_named(app):
+    message = assert_error(post(app, {"id": "x", "tag": 3}), 400)
+    assert "id:" in message and "name:" in message and "tag:" in message
+
+
+def test_unknown_fields_are_ignored_neither_stored_nor_echoed(app):
+    response = post(app, {"id": 6, "name": "Aloe", "colour": "green", "id2": 1}, status=200)
+    assert response.json == {"name": "Aloe"}
+    assert app.store.get(6) == Plant(6, "Aloe", None)
+
+
+@pytest.mark.parametrize("content_type", [
+    "text/plain", "application/x-www-form-urlencoded", "application/jsonx", "",
+])
+def test_content_type_other_than_json_is_415(app, content_type):
+    body = json.dumps({"id": 1, "name": "x"})
+    assert_error(post(app, body, content_type=content_type), 415)
+    assert len(app.store) == 0
+
+
+@pytest.mark.parametrize("content_type", [
+    "application/json; charset=utf-8", "Application/JSON", "application/json;charset=UTF-8",
+])
+def test_content_type_parameters_are_allowed(app, content_type):
+    post(app, {"id": 7, "name": "x"}, content_type=content_type, status=200)
+
+
+def test_body_over_the_limit_is_413(app):
+    body = json.dumps({"id": 8, "name": "x" * 70_000})
+    message = assert_error(post(app, body), 413)
+    assert "65536" in message
+    assert len(app.store) == 0
+
+
+def test_body_just_under_the_limit_is_accepted(app):
+    skeleton = json.dumps({"id": 9, "name": ""})
+    name = "y" * (65536 - len(skeleton))
+    body = json.dumps({"id": 9, "name": name})
+    assert len(body) == 65536
+    assert post(app, body, status=200).json == {"name": name}
+
+
+def test_chunked_body_over_the_limit_is_413_without_reading_past_it(app):
+    class Stream:
+        """A body without Content-Length that records how much the app read."""
+
+        def __init__(self):
+            self.read_bytes = 0
+
+        def read(self, size=-1):
+            size = 1 << 20 if size < 0 else size
+            self.read_bytes += size
+            return b" " * size
+
+    stream = Stream()
+    request = webob.Request.blank("/plants", method="POST", content_type="application/json")
+    request.environ.update({
+        "wsgi.input": stream, "wsgi.input_terminated": True,
+        "HTTP_AUTHORIZATION": app.extra_environ["HTTP_AUTHORIZATION"],
+    })
+    request.environ.pop("CONTENT_LENGTH", None)
+    response = request.get_response(app.app)
+    assert_error(response, 413)
+    assert stream.read_bytes <= 65537

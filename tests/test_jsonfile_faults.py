@@ -1,0 +1,112 @@
+"""Write faults in the JSON-file store: 503, no half plant, and recovery once space is back."""
+
+import errno
+import threading
+
+import pytest
+
+from plant_store.stores import JsonFileStore, Plant, StoreError, StoreUnavailable
+
+
+class FaultyStore(JsonFileStore):
+    """Fails the next write or fsync on demand; a failed write may first write a part."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fail_write = self.fail_fsync = False
+        self.partial = 0
+
+    def _write(self, fd, data):
+        if self.fail_write:
+            if self.partial and len(data) > self.partial:
+                return JsonFileStore._write(fd, data[: self.partial])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return JsonFileStore._write(fd, data)
+
+    def _fsync_fd(self, fd):
+        if self.fail_fsync:
+            raise OSError(errno.EIO, "Input/output error")
+        JsonFileStore._fsync_fd(fd)
+
+
+@pytest.fixture
+def faulty(tmp_path):
+    store = FaultyStore(str(tmp_path))
+    store.create(Plant(1, "before"))
+    yield store
+    store.close()
+
+
+def lines(tmp_path):
+    data = (tmp_path / "plants.jsonl").read_bytes()
+    assert data.endswith(b"\n")
+    return data.splitlines()
+
+
+@pytest.mark.parametrize("partial", [0, 5])
+def test_failed_write_is_unavailable_and_leaves_whole_records(faulty, tmp_path, partial):
+    faulty.fail_write, faulty.partial = True, partial
+    with pytest.raises(StoreUnavailable):
+        faulty.create(Plant(2, "during"))
+    assert faulty.get(2) is None
+    assert len(lines(tmp_path)) == 1
+    faulty.fail_write = False
+    assert faulty.create(Plant(2, "after")) == (Plant(2, "after"), True)
+    assert len(lines(tmp_path)) == 2
+
+
+def test_failed_fsync_rolls_back_the_line_and_the_index(faulty, tmp_path):
+    faulty.fail_fsync = True
+    with pytest.raises(StoreUnavailable):
+        faulty.create(Plant(2, "during"))
+    assert faulty.get(2) is None
+    assert len(lines(tmp_path)) == 1
+    faulty.fail_fsync = False
+    faulty.create(Plant(2, "after"))
+    faulty.close()
+    with JsonFileStore(str(tmp_path)) as reopened:
+        assert reopened.get(1) == Plant(1, "before")
+        assert reopened.get(2) == Plant(2, "after")
+
+
+def test_failed_fsync_fails_every_request_it_covered(tmp_path):
+    """Threads that appended during a failing fsync all get the error, none a false 200."""
+    store = FaultyStore(str(tmp_path))
+    gate = threading.Event()
+    original = store._fsync_fd
+
+    def slow_failing_fsync(fd):
+        gate.wait(5)
+        raise OSError(errno.EIO, "Input/output error")
+
+    store._fsync_fd = slow_failing_fsync
+    outcomes = {}
+
+    def create(i):
+        try:
+            outcomes[i] = store.create(Plant(i, f"p{i}"))
+        except StoreUnavailable as exc:
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    gate.set()
+    for thread in threads:
+        thread.join()
+    store._fsync_fd = original
+    assert len(outcomes) == 8
+    assert all(isinstance(outcome, StoreUnavailable) for outcome in outcomes.values())
+    assert len(store) == 0
+    assert (tmp_path / "plants.jsonl").read_bytes() == b""
+    store.create(Plant(9, "after"))
+    store.close()
+    with JsonFileStore(str(tmp_path)) as reopened:
+        assert len(reopened) == 1 and reopened.get(9) == Plant(9, "after")
+
+
+def test_second_store_on_the_same_directory_is_refused(tmp_path):
+    in_use = r"in use by another plant-store process \(PID \d+\)"
+    with JsonFileStore(str(tmp_path)), pytest.raises(StoreError, match=in_use):
+        JsonFileStore(str(tmp_path))
+    JsonFileStore(str(tmp_path)).close()  # released on close

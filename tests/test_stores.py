@@ -1,0 +1,89 @@
+"""The store contract, run against every store."""
+
+import threading
+
+import pytest
+
+from plant_store.stores import Conflict, JsonFileStore, Plant
+
+
+def test_create_returns_the_plant_and_stores_it(store):
+    assert store.create(Plant(1, "Monstera", "aroid")) == (Plant(1, "Monstera", "aroid"), True)
+    assert store.get(1) == Plant(1, "Monstera", "aroid")
+    assert store.get(2) is None
+    assert len(store) == 1
+
+
+def test_replay_is_idempotent(store):
+    store.create(Plant(1, "Fern"))
+    assert store.create(Plant(1, "Fern")) == (Plant(1, "Fern"), False)
+    assert len(store) == 1
+
+
+@pytest.mark.parametrize("other", [Plant(1, "Fern", "x"), Plant(1, "Palm"), Plant(1, "Fern", "")])
+def test_conflict_leaves_the_stored_plant(store, other):
+    store.create(Plant(1, "Fern"))
+    with pytest.raises(Conflict) as raised:
+        store.create(other)
+    assert raised.value.stored == Plant(1, "Fern")
+    assert store.get(1) == Plant(1, "Fern")
+
+
+def test_odd_strings_are_kept_exactly(store):
+    plant = Plant(-(2**63), "\x00\n\u2028 \U0001f331 e\u0301 \u05e9\u05dc\u05d5\u05dd", "\t")
+    store.create(plant)
+    assert store.get(plant.id) == plant
+
+
+def run_threads(count, target):
+    barrier = threading.Barrier(count)
+    results = [None] * count
+
+    def run(i):
+        barrier.wait()
+        try:
+            results[i] = target(i)
+        except Exception as exc:  # collected, asserted by the caller
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_racing_creates_of_one_id_have_exactly_one_winner(store):
+    results = run_threads(16, lambda i: store.create(Plant(7, "Same")))
+    assert sorted(created for _, created in results) == [False] * 15 + [True]
+    assert len(store) == 1
+
+
+def test_racing_different_plants_on_one_id_one_wins_the_rest_conflict(store):
+    results = run_threads(16, lambda i: store.create(Plant(7, f"name-{i}")))
+    winners = [r for r in results if isinstance(r, tuple)]
+    assert len(winners) == 1 and winners[0][1] is True
+    assert all(isinstance(r, Conflict) for r in results if r is not winners[0])
+    assert store.get(7) == winners[0][0]
+
+
+def test_many_threads_many_ids_none_lost(store):
+    run_threads(16, lambda i: [store.create(Plant(i * 1000 + n, f"p{i}-{n}")) for n in range(100)])
+    assert len(store) == 1600
+    assert all(store.get(i * 1000 + n) == Plant(i * 1000 + n, f"p{i}-{n}")
+               for i in range(16) for n in range(100))
+
+
+def test_json_file_store_keeps_everything_across_reopen(tmp_path):
+    plants = [Plant(i, f"plant {i}", None if i % 2 else f"tag {i}") for i in range(50)]
+    with JsonFileStore(str(tmp_path)) as store:
+        run_threads(10, lambda i: [store.create(p) for p in plants[i * 5:(i + 1) * 5]])
+    with JsonFileStore(str(tmp_path)) as store:
+        assert len(store) == 50
+        assert [store.get(p.id) for p in plants] == plants
+        assert store.create(plants[3]) == (plants[3], False)
+        with pytest.raises(Conflict):
+            store.create(Plant(3, "changed"))
+    lines = (tmp_path / "plants.jsonl").read_bytes().splitlines()
+    assert len(lines) == 50  # a replay writes nothing

@@ -29,10 +29,10 @@ def serve(
             app, host=config.host, port=config.port, threads=config.threads, ident="plant-store"
         )
         url = f"http://{server.effective_host}:{server.effective_port}"
-        log.info("plant-store listening on %s (store: %s, %d threads)",
-                 url, config.store, config.threads)
         if on_ready:
             on_ready(url)
+        log.info("plant-store listening on %s (store: %s, %d threads)",
+                 url, config.store, config.threads)
         signal.signal(signal.SIGTERM, _interrupt)
         signal.signal(signal.SIGINT, _interrupt)
         server.run()

@@ -54,8 +54,14 @@ class Server:
 
     @property
     def first_token(self):
-        match = re.search(r"only this once:\s+(\S+)", "".join(self.stdout))
-        return match and match.group(1)
+        """The token the first start printed (to stdout, which may lag stderr a little)."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            match = re.search(r"only this once:\s+(\S+)\n", "".join(self.stdout))
+            if match:
+                return match.group(1)
+            time.sleep(0.02)
+        raise AssertionError("no token was printed:\n" + "".join(self.stdout))
 
     def request(self, method, path, body=None, token=None, headers=None, timeout=10):
         """One request on a fresh connection: (status, headers, parsed JSON or raw bytes)."""
@@ -85,6 +91,8 @@ class Server:
             self.proc.wait()
         for reader in self._readers:
             reader.join(5)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
         return self.proc.returncode
 
     def __enter__(self):

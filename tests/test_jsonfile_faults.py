@@ -12,9 +12,9 @@ class FaultyStore(JsonFileStore):
     """Fails the next write or fsync on demand; a failed write may first write a part."""
 
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
         self.fail_write = self.fail_fsync = False
         self.partial = 0
+        super().__init__(*args, **kwargs)
 
     def _write(self, fd, data):
         if self.fail_write:

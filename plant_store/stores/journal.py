@@ -47,6 +47,7 @@ def _check_create(record: dict) -> int:
 class Journal:
     """What a journal file holds: the live records by id, and where its valid part ends."""
 
+    path: str
     index: dict[int, bytes]
     size: int
     torn: int
@@ -69,8 +70,8 @@ def read(path: str, data: bytes) -> Journal:
                 raise ValueError(f"id {plant_id} is created twice")
         except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
             if lineno == last and not tail:
-                return Journal(index, size, len(data) - size)
+                return Journal(path, index, size, len(data) - size)
             raise CorruptJournal(path, lineno, str(exc)) from None
         index[plant_id] = line
         size += len(line) + 1
-    return Journal(index, size, len(tail))
+    return Journal(path, index, size, len(tail))

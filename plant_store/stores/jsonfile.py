@@ -33,7 +33,7 @@ class JsonFileStore(Store):
             raise StoreError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
         self._lock_fd = lock.acquire(os.path.join(data_dir, LOCK_FILE))
         try:
-            self._fd, self._index, self._durable = _open_journal(self.path, data_dir)
+            self._fd, self._index, self._durable = self._open_journal(data_dir)
         except BaseException:
             os.close(self._lock_fd)
             raise
@@ -84,6 +84,35 @@ class JsonFileStore(Store):
             os.close(self._fd)
             os.close(self._lock_fd)
             self._fd = self._lock_fd = -1
+
+    def _open_journal(self, data_dir: str) -> tuple[int, dict[int, bytes], int]:
+        """Open (or create) the journal, cut a torn last line, and read it into an index."""
+        path = self.path
+        try:
+            created = not os.path.exists(path)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StoreError(f"cannot open {path}: {exc.strerror}") from None
+        try:
+            if created:  # make the new directory entry durable too
+                dir_fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    self._fsync_fd(dir_fd)
+                finally:
+                    os.close(dir_fd)
+            with open(fd, "rb", closefd=False) as fh:
+                state = journal.read(path, fh.read())
+            if state.torn:
+                log.warning("%s: dropped %d bytes of a torn last record", path, state.torn)
+                os.ftruncate(fd, state.size)
+                self._fsync_fd(fd)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, state.index, state.size
 
     # Called with self._cond held.
 
@@ -161,34 +190,11 @@ class JsonFileStore(Store):
             log.critical("%s", self._broken)
 
 
-def _open_journal(path: str, data_dir: str) -> tuple[int, dict[int, bytes], int]:
-    """Open (or create) the journal, cut a torn last line, and read it into an index."""
+def inspect(data_dir: str) -> journal.Journal:
+    """Read the journal of ``data_dir`` without locking or changing it."""
+    path = os.path.join(data_dir, DATA_FILE)
     try:
-        created = not os.path.exists(path)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        with open(path, "rb") as fh:
+            return journal.read(path, fh.read())
     except OSError as exc:
-        raise StoreError(f"cannot open {path}: {exc.strerror}") from None
-    try:
-        if created:
-            _fsync_dir(data_dir)
-        with open(fd, "rb", closefd=False) as fh:
-            state = journal.read(path, fh.read())
-        if state.torn:
-            log.warning("%s: dropped %d bytes of a torn last record", path, state.torn)
-            os.ftruncate(fd, state.size)
-            os.fsync(fd)
-    except OSError as exc:
-        os.close(fd)
         raise StoreError(f"cannot read {path}: {exc.strerror}") from None
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, state.index, state.size
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

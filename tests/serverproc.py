@@ -12,6 +12,14 @@ import time
 from urllib.parse import urlsplit
 
 
+def run_cli(*args, env=None):
+    """Run a ``plant-store`` command to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "plant_store", *args], capture_output=True, text=True,
+        env={**os.environ, **(env or {})}, timeout=60,
+    )
+
+
 class Server:
     """A ``plant-store serve`` process on a free port; its output is collected as it comes."""
 

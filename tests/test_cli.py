@@ -9,13 +9,9 @@ import sys
 import pytest
 
 from plant_store.tokens import TokenFile
+from serverproc import run_cli
 
-
-def run(*args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "plant_store", *args], capture_output=True, text=True,
-        env={**os.environ, **(env or {})}, timeout=30,
-    )
+run = run_cli
 
 
 def test_token_add_list_revoke(tmp_path):

@@ -3,13 +3,12 @@
 import logging
 import os
 import stat
-import subprocess
-import sys
 
 import pytest
 
 from plant_store.stores import JsonFileStore, Plant
 from plant_store.stores.journal import CorruptJournal
+from serverproc import run_cli
 
 GOOD = (b'{"op":"create","id":1,"name":"Fern"}\n'
         b'{"op":"create","id":2,"name":"Palm","tag":"tree"}\n')
@@ -21,9 +20,6 @@ def write_journal(tmp_path, data):
     return path
 
 
-def plant_store(*args):
-    return subprocess.run([sys.executable, "-m", "plant_store", *args],
-                          capture_output=True, text=True, timeout=30)
 
 
 @pytest.mark.parametrize("tail", [
@@ -34,7 +30,7 @@ def plant_store(*args):
 ])
 def test_torn_last_record_is_cut_with_a_warning(tmp_path, caplog, tail):
     path = write_journal(tmp_path, GOOD + tail)
-    check = plant_store("check", "--data-dir", str(tmp_path))
+    check = run_cli("check", "--data-dir", str(tmp_path))
     assert check.returncode == 0
     assert f"a torn last record of {len(tail)} bytes" in check.stdout
     assert path.read_bytes() == GOOD + tail  # check changes nothing
@@ -65,11 +61,11 @@ def test_invalid_record_before_the_last_line_is_corruption(tmp_path, data, linen
         JsonFileStore(str(tmp_path))
     assert raised.value.lineno == lineno and raised.value.path == str(path)
 
-    check = plant_store("check", "--data-dir", str(tmp_path))
+    check = run_cli("check", "--data-dir", str(tmp_path))
     assert check.returncode == 2
     assert f"{path}: line {lineno} is corrupt" in check.stderr
 
-    serve = plant_store("serve", "--data-dir", str(tmp_path), "--port", "0")
+    serve = run_cli("serve", "--data-dir", str(tmp_path), "--port", "0")
     assert serve.returncode == 2 and "Traceback" not in serve.stderr
     assert serve.stderr.strip().splitlines() == [f"plant-store: error: {raised.value}"]
     after = os.stat(path)
@@ -78,7 +74,7 @@ def test_invalid_record_before_the_last_line_is_corruption(tmp_path, data, linen
 
 def test_check_reports_a_healthy_store(tmp_path):
     write_journal(tmp_path, GOOD)
-    check = plant_store("check", "--data-dir", str(tmp_path))
+    check = run_cli("check", "--data-dir", str(tmp_path))
     assert (check.returncode, check.stdout.strip()) == (
         0, f"{tmp_path / 'plants.jsonl'}: 2 plants in {len(GOOD)} bytes; OK")
 

@@ -14,6 +14,7 @@ import secrets
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
@@ -36,9 +37,12 @@ def _digest(token: str) -> str:
 
 
 class TokenFile:
-    def __init__(self, path: str, *, recheck: float = 1.0) -> None:
+    def __init__(
+        self, path: str, *, recheck: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.path = path
         self._recheck = recheck
+        self._clock = clock
         self._lock = threading.Lock()
         self._signature: object = None  # (mtime, size, inode) of the file last read
         self._hashes: tuple[tuple[bytes, str], ...] = ()
@@ -57,25 +61,31 @@ class TokenFile:
         return label
 
     def _refresh(self) -> None:
-        now = time.monotonic()
+        now = self._clock()
         if now < self._next_check:
             return
         with self._lock:
-            self._next_check = now + self._recheck
-            try:
-                st = os.stat(self.path)
-                signature = (st.st_mtime_ns, st.st_size, st.st_ino)
-            except FileNotFoundError:
-                signature = "missing"
-            if signature == self._signature:
+            if now < self._next_check:  # another thread reloaded while we waited
                 return
-            try:
-                entries = self.entries()
-            except TokenError as exc:
-                log.error("%s; refusing every token until it is fixed", exc)
-                entries = []
-            self._hashes = tuple((e.sha256.encode(), e.label) for e in entries)
-            self._signature = signature
+            self._reload()
+            # Only now: a thread that sees the new deadline must also see the new hashes.
+            self._next_check = now + self._recheck
+
+    def _reload(self) -> None:
+        try:
+            st = os.stat(self.path)
+            signature: object = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            signature = "missing"
+        if signature == self._signature:
+            return
+        try:
+            entries = self.entries()
+        except TokenError as exc:
+            log.error("%s; refusing every token until it is fixed", exc)
+            entries = []
+        self._hashes = tuple((e.sha256.encode(), e.label) for e in entries)
+        self._signature = signature
 
     # The operator's side.
 

@@ -67,7 +67,8 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("host", str, "127.0.0.1", "Address waitress listens on."),
     Setting("port", _int_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one."),
-    Setting("threads", _int_in(1, 256), "8", "Waitress worker threads."),
+    Setting("threads", _int_in(1, 256), "16",
+            "Waitress worker threads; more of them share each fsync (group commit)."),
     Setting("store", _one_of("memory", "jsonfile"), "jsonfile",
             "Where plants live: 'memory' (lost on exit) or 'jsonfile' (durable)."),
     Setting("data_dir", str, "plant-store-data",

@@ -1,0 +1,94 @@
+"""Load for benchmarks: keep-alive connections creating plants with fresh ids.
+
+wrk (Debian package ``wrk``) with ``create.lua`` when it is installed, pinned to its own
+core; otherwise a plain-Python client, which costs CPU the server would otherwise get. Either
+way, compare figures from one run side by side, never across machines or runs.
+"""
+
+import http.client
+import json
+import multiprocessing
+import os
+import shutil
+import statistics
+import subprocess
+import time
+
+LUA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "create.lua")
+
+
+def _worker(args):
+    host, port, token, seconds, threads, id_base = args
+    import threading
+
+    results = []
+
+    def connection(first_id):
+        conn = http.client.HTTPConnection(host, port, timeout=30)
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        latencies, errors, plant_id = [], 0, first_id
+        deadline = time.perf_counter() + seconds
+        while (now := time.perf_counter()) < deadline:
+            body = json.dumps({"id": plant_id, "name": f"plant {plant_id}", "tag": "bench"})
+            conn.request("POST", "/plants", body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            latencies.append(time.perf_counter() - now)
+            errors += not 200 <= response.status < 300
+            plant_id += 1
+        conn.close()
+        results.append((latencies, errors))
+
+    workers = [threading.Thread(target=connection, args=(id_base + i * 10**8,))
+               for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return results
+
+
+def run(host, port, token, seconds, connections=16, id_base=0, cpu=None):
+    """Drive ``connections`` keep-alive clients for ``seconds``; return a summary dict."""
+    if shutil.which("wrk"):
+        return run_wrk(host, port, token, seconds, connections, id_base, cpu)
+    return run_python(host, port, token, seconds, connections, id_base)
+
+
+def run_wrk(host, port, token, seconds, connections, id_base, cpu):
+    command = ["wrk", "-t2", f"-c{connections}", f"-d{int(seconds)}s", "-s", LUA,
+               f"http://{host}:{port}/plants"]
+    if cpu is not None:
+        command = ["taskset", "-c", str(cpu), *command]
+    env = {**os.environ, "TOKEN": token, "ID_BASE": str(id_base)}
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    summary = json.loads(out.strip().splitlines()[-1])
+    return {
+        "requests": summary["requests"],
+        "rps": summary["requests"] / (summary["duration_us"] / 1e6),
+        "p50_ms": summary["p50_us"] / 1000,
+        "p99_ms": summary["p99_us"] / 1000,
+        "non_2xx": summary["non_2xx"] + summary["socket_errors"],
+        "tool": "wrk",
+    }
+
+
+def run_python(host, port, token, seconds, connections=16, id_base=0, processes=2):
+    per_process = connections // processes
+    jobs = [(host, port, token, seconds, per_process, id_base + p * 10**10)
+            for p in range(processes)]
+    started = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        outcomes = [r for rs in pool.map(_worker, jobs) for r in rs]
+    elapsed = time.perf_counter() - started
+    latencies = sorted(lat for lats, _ in outcomes for lat in lats)
+    count = len(latencies)
+    return {
+        "requests": count,
+        "rps": count / seconds,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": latencies[int(count * 0.99)] * 1000,
+        "non_2xx": sum(errors for _, errors in outcomes),
+        "wall_s": elapsed,
+        "tool": "python",
+    }

@@ -1,0 +1,116 @@
+"""The JSON-file store against the memory store, side by side, and as it grows.
+
+Run from the repository root with the project installed:
+
+    python bench/store_bench.py                 # about 2 minutes
+    python bench/store_bench.py --rounds 5 --seconds 10
+
+Prints create throughput and p50/p99 latency over real HTTP (waitress, 16 keep-alive
+clients) for the memory store, the JSON-file store with fsync and without (unsafe), then
+the JSON-file store preloaded with --preload plants: start-up time, resident memory per
+plant, and create throughput against the empty store's.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import loadgen
+import orjson
+import serverctl
+
+
+def preload(data_dir, count):
+    """Write ``count`` plants straight into a journal, as the store itself would."""
+    os.makedirs(data_dir, exist_ok=True)
+    with open(os.path.join(data_dir, "plants.jsonl"), "wb") as fh:
+        batch = []
+        for i in range(count):
+            batch.append(orjson.dumps({"op": "create", "id": -1 - i, "name": f"preloaded {i}",
+                                       "tag": "bench"}))
+            if len(batch) == 10000:
+                fh.write(b"\n".join(batch) + b"\n")
+                batch = []
+        if batch:
+            fh.write(b"\n".join(batch) + b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())  # else the server's first fsync pays for the whole preload
+
+
+def measure_open(data_dir):
+    """Open the store in a fresh interpreter: seconds to read it, and resident bytes added."""
+    script = f"""
+import time
+from plant_store.stores import JsonFileStore
+def rss():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * {os.sysconf("SC_PAGE_SIZE")}
+before = rss(); started = time.perf_counter()
+store = JsonFileStore({data_dir!r})
+print(time.perf_counter() - started, rss() - before, len(store))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout.split()
+    return float(out[0]), int(out[1]), int(out[2])
+
+
+def load(data_dir, seconds, *args):
+    """Server on CPU 0, load on CPU 1, as the machine has two."""
+    with serverctl.plant_store(data_dir, *args, taskset="0") as (host, port, token, _):
+        return loadgen.run(host, port, token, seconds, cpu=1, id_base=time.time_ns() // 1000)
+
+
+def median_of(results, key):
+    return statistics.median(r[key] for r in results)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=5, help="length of each load run")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds; medians are reported")
+    parser.add_argument("--preload", type=int, default=1_000_000)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        big = os.path.join(tmp, "big")
+        started = time.perf_counter()
+        preload(big, args.preload)
+        print(f"preloaded {args.preload} plants in {time.perf_counter() - started:.1f} s "
+              f"({os.path.getsize(os.path.join(big, 'plants.jsonl')) / 2**20:.0f} MiB)")
+        seconds, rss, count = measure_open(big)
+        print(f"start-up: read {count} plants in {seconds:.2f} s; resident memory "
+              f"{rss / 2**20:.0f} MiB, {rss / max(count, 1):.0f} bytes per plant\n")
+
+        configs = {
+            "memory": (os.path.join(tmp, "m"), "--store", "memory"),
+            "jsonfile, fsync": (os.path.join(tmp, "j"),),
+            "jsonfile, fsync=false (UNSAFE)": (os.path.join(tmp, "u"), "--fsync", "false"),
+            f"jsonfile, fsync, {args.preload} stored": (big,),
+        }
+        results = {label: [] for label in configs}
+        for _ in range(args.rounds):  # interleaved, so drifts in machine load hit all alike
+            for label, (data_dir, *flags) in configs.items():
+                results[label].append(load(data_dir, args.seconds, *flags))
+
+    tool = results["memory"][0]["tool"]
+    print(f"{args.rounds} rounds of {args.seconds} s, 16 connections ({tool}); medians")
+    print(f"{'store':<36} {'req/s':>8} {'/memory':>8} {'p50 ms':>7} {'p99 ms':>7} "
+          f"{'non-2xx':>7}  req/s of each round")
+    memory_rps = median_of(results["memory"], "rps")
+    for label, runs in results.items():
+        rps = median_of(runs, "rps")
+        print(f"{label:<36} {rps:8.0f} {rps / memory_rps:8.2f} {median_of(runs, 'p50_ms'):7.2f} "
+              f"{median_of(runs, 'p99_ms'):7.2f} {sum(r['non_2xx'] for r in runs):7d}  "
+              + " ".join(f"{r['rps']:.0f}" for r in runs))
+    grown = median_of(results[f"jsonfile, fsync, {args.preload} stored"], "rps")
+    empty = median_of(results["jsonfile, fsync"], "rps")
+    print(f"\n{args.preload} stored / empty JSON-file store: {grown / empty:.2f}")
+
+
+if __name__ == "__main__":
+    main()

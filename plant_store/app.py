@@ -6,11 +6,13 @@ from plant_store import errors
 from plant_store.access_log import AccessLog
 from plant_store.auth import BearerAuth
 from plant_store.config import Config
+from plant_store.operational import HealthResource, OpenApiResource
 from plant_store.plants import PlantsResource
 from plant_store.stores import Store, open_store
 from plant_store.tokens import TokenFile
 
-PUBLIC_PATHS = frozenset()
+# Probes and the document: no token, and logged at debug so probes do not flood the log.
+PUBLIC_PATHS = frozenset({"/health", "/openapi.json"})
 
 
 def create_app(
@@ -19,8 +21,11 @@ def create_app(
     """Build the service; the caller that passes ``store`` owns it and closes it."""
     store = store if store is not None else open_store(config)
     tokens = tokens if tokens is not None else TokenFile(config.token_file)
-    app = falcon.App(middleware=[AccessLog(), BearerAuth(tokens, PUBLIC_PATHS)])
+    app = falcon.App(middleware=[AccessLog(quiet_paths=PUBLIC_PATHS),
+                                 BearerAuth(tokens, PUBLIC_PATHS)])
     app.set_error_serializer(errors.serialize)
     app.add_error_handler(Exception, errors.unexpected)
     app.add_route("/plants", PlantsResource(store, config.max_body_size))
+    app.add_route("/health", HealthResource(store))
+    app.add_route("/openapi.json", OpenApiResource())
     return app

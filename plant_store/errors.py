@@ -5,13 +5,17 @@ import logging
 import falcon
 import orjson
 
+from plant_store.schemas import ErrorSchema
+
 log = logging.getLogger(__name__)
+_dump = ErrorSchema().dump
 
 
 def serialize(req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError) -> None:
     """Error serializer: JSON whatever the client accepts, with a plain-sentence message."""
     resp.content_type = falcon.MEDIA_JSON
-    resp.data = orjson.dumps({"error": error.status_code, "message": _message(req, error)})
+    body = {"error": error.status_code, "message": _message(req, error)}
+    resp.data = orjson.dumps(_dump(body))
 
 
 def _message(req: falcon.Request, error: falcon.HTTPError) -> str:

@@ -10,18 +10,23 @@ from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump, pos
 
 from plant_store.stores import Plant
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
+class JsonInteger(fields.Field):
+    """A JSON integer within a signed ``bits``-bit range; bools and floats (even 1.0) are
+    refused, since a number with a fraction went through floating point and may have changed.
+    """
 
-class Int64(fields.Field):
-    """A JSON integer within int64; bools and floats (even 1.0) are refused."""
-
-    default_error_messages = {  # noqa: RUF012 (marshmallow merges this class attribute)
-        "invalid": f"Must be an integer from {INT64_MIN} to {INT64_MAX}.",
-    }
+    def __init__(self, bits: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.format = f"int{bits}"
+        self.minimum, self.maximum = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        self.error_messages = {
+            **self.error_messages,
+            "invalid": f"Must be an integer from {self.minimum} to {self.maximum}.",
+        }
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
-        if type(value) is not int or not INT64_MIN <= value <= INT64_MAX:
+        if type(value) is not int or not self.minimum <= value <= self.maximum:
             raise self.make_error("invalid")
         return value
 
@@ -38,7 +43,7 @@ class PlantSchema(Schema):
 
 
 class NewPlantSchema(PlantSchema):
-    id = Int64(required=True)
+    id = JsonInteger(64, required=True)
 
     class Meta:
         unknown = EXCLUDE
@@ -46,6 +51,11 @@ class NewPlantSchema(PlantSchema):
     @post_load
     def _make_plant(self, data: dict, **kwargs: Any) -> Plant:
         return Plant(data["id"], data["name"], data.get("tag"))
+
+
+class ErrorSchema(Schema):
+    error = JsonInteger(32, required=True)
+    message = fields.String(required=True)
 
 
 def describe(error: ValidationError) -> str:

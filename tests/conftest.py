@@ -1,3 +1,6 @@
+import importlib.resources
+import json
+
 import pytest
 import webtest
 
@@ -50,3 +53,21 @@ def assert_error(response, status):
     assert response.json["error"] == status
     assert isinstance(response.json["message"], str) and response.json["message"]
     return response.json["message"]
+
+
+DOCUMENT = json.loads(
+    importlib.resources.files("plant_store").joinpath("openapi.json").read_text("utf-8"))
+
+
+def resolve(schema: dict) -> dict:
+    """Flatten ``$ref`` and ``allOf`` into one object schema, as a validator would see it."""
+    if "$ref" in schema:
+        return resolve(DOCUMENT["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]])
+    if "allOf" in schema:
+        parts = [resolve(part) for part in schema["allOf"]]
+        return {
+            "type": "object",
+            "properties": {k: v for part in parts for k, v in part["properties"].items()},
+            "required": [r for part in parts for r in part.get("required", [])],
+        }
+    return schema

@@ -73,9 +73,11 @@ class JsonFileStore(Store):
         if self._broken:
             raise StoreUnavailable(self._broken)
         try:
-            os.fstat(self._fd)
+            same_file = os.path.samestat(os.fstat(self._fd), os.stat(self.path))
         except OSError as exc:
             raise StoreUnavailable(f"{self.path}: {exc.strerror}") from None
+        if not same_file:
+            raise StoreUnavailable(f"{self.path} was replaced under the running server")
 
     def close(self) -> None:
         with self._cond:

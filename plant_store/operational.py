@@ -1,0 +1,31 @@
+"""The operational paths, outside the seed's contract and the token: health and the spec."""
+
+import importlib.resources
+
+import falcon
+import orjson
+
+from plant_store.stores import Store, StoreUnavailable
+
+OPENAPI = importlib.resources.files("plant_store").joinpath("openapi.json").read_bytes()
+HEALTHY = orjson.dumps({"status": "ok"})
+
+
+class HealthResource:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        try:
+            self._store.check()
+        except StoreUnavailable as exc:
+            raise falcon.HTTPServiceUnavailable(
+                description=f"The store is not usable: {exc}") from None
+        resp.data = HEALTHY
+        resp.content_type = falcon.MEDIA_JSON
+
+
+class OpenApiResource:
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.data = OPENAPI
+        resp.content_type = falcon.MEDIA_JSON

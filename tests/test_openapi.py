@@ -1,0 +1,89 @@
+"""The published document: valid OpenAPI 3.1, served as is, and in step with the schemas."""
+
+import pytest
+import webtest
+from marshmallow import fields
+from openapi_spec_validator import validate
+
+from conftest import DOCUMENT, assert_error, resolve
+from plant_store.app import create_app
+from plant_store.schemas import ErrorSchema, JsonInteger, NewPlantSchema, PlantSchema
+from plant_store.stores import JsonFileStore
+
+
+def test_document_is_valid_openapi_3_1():
+    validate(DOCUMENT)
+    assert DOCUMENT["openapi"].startswith("3.1.")
+    assert DOCUMENT["info"]["version"] == "1.0.0"
+    assert DOCUMENT["info"]["license"]["name"] == "MIT"
+    assert DOCUMENT["security"] == [{"bearerAuth": []}]
+    assert DOCUMENT["components"]["securitySchemes"]["bearerAuth"] == {
+        "type": "http", "scheme": "bearer"}
+
+
+def test_every_status_of_the_contract_is_documented_with_the_error_shape():
+    responses = DOCUMENT["paths"]["/plants"]["post"]["responses"]
+    assert set(responses) == {"200", "400", "401", "409", "413", "415", "503"}
+    for status in ("400", "401", "409", "413", "415", "503"):
+        name = responses[status]["$ref"].rsplit("/", 1)[1]
+        content = DOCUMENT["components"]["responses"][name]["content"]
+        assert content == {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+
+
+def test_document_is_served_without_a_token(app):
+    response = app.get("/openapi.json", headers={"Authorization": ""}, status=200)
+    assert response.content_type == "application/json"
+    assert response.json == DOCUMENT
+
+
+def describe_field(field: fields.Field) -> dict:
+    """What the document must say of a marshmallow field."""
+    if isinstance(field, JsonInteger):
+        return {"type": "integer", "format": field.format,
+                "minimum": field.minimum, "maximum": field.maximum}
+    if type(field) is fields.String:
+        return {"type": "string"}
+    raise AssertionError(f"no OpenAPI mapping for {type(field).__name__}; add one here")
+
+
+@pytest.mark.parametrize(("name", "schema"), [
+    ("Plant", PlantSchema()), ("NewPlant", NewPlantSchema()), ("Error", ErrorSchema()),
+])
+def test_document_and_schemas_do_not_drift(name, schema):
+    documented = resolve({"$ref": f"#/components/schemas/{name}"})
+    assert documented["type"] == "object"
+    assert set(documented["properties"]) == set(schema.fields)
+    assert sorted(documented["required"]) == sorted(
+        key for key, field in schema.fields.items() if field.required)
+    for key, field in schema.fields.items():
+        prop = {k: v for k, v in documented["properties"][key].items() if k != "description"}
+        assert prop == describe_field(field), key
+
+
+def test_health_is_ok_without_a_token(app):
+    response = app.get("/health", headers={"Authorization": ""}, status=200)
+    assert response.content_type == "application/json"
+    assert response.json == {"status": "ok"}
+
+
+def test_health_is_503_when_the_store_is_not_usable(tmp_path, config, tokens):
+    store = JsonFileStore(str(tmp_path / "data"))
+    try:
+        test_app = webtest.TestApp(create_app(config, store=store, tokens=tokens))
+        assert test_app.get("/health").json == {"status": "ok"}
+        (tmp_path / "data" / "plants.jsonl").unlink()
+        message = assert_error(test_app.get("/health", status=503), 503)
+        assert "plants.jsonl" in message
+    finally:
+        store.close()
+
+
+def test_probes_are_logged_at_debug_not_info(app, caplog):
+    with caplog.at_level("INFO", logger="plant_store.access"):
+        app.get("/health")
+        app.get("/openapi.json")
+    assert caplog.records == []
+    with caplog.at_level("DEBUG", logger="plant_store.access"):
+        app.get("/health")
+    assert [r.levelname for r in caplog.records] == ["DEBUG"]
+    assert "GET /health 200" in caplog.records[0].getMessage()

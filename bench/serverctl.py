@@ -1,4 +1,4 @@
-"""Start and stop ``plant-store serve`` for benchmarks, with a token ready to use."""
+"""Start and stop servers for benchmarks: ``plant-store serve`` and the bare ceiling."""
 
 import contextlib
 import os
@@ -10,13 +10,12 @@ import time
 
 from plant_store.tokens import TokenFile
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 
 @contextlib.contextmanager
-def plant_store(data_dir, *args, taskset=None):
-    """Yield (host, port, token) of a running server; its log goes to a file, not the load."""
-    token = TokenFile(os.path.join(data_dir, "tokens.json")).add(f"bench-{time.time_ns()}")
-    command = [sys.executable, "-m", "plant_store", "serve", "--port", "0",
-               "--data-dir", data_dir, *args]
+def running(command, taskset=None):
+    """Yield (host, port, proc) once ``command`` logs its URL; its log goes to a file."""
     if taskset:
         command = ["taskset", "-c", taskset, *command]
     with tempfile.TemporaryFile("w+") as log:
@@ -33,7 +32,25 @@ def plant_store(data_dir, *args, taskset=None):
                 time.sleep(0.05)
             else:
                 raise RuntimeError("server did not start in time")
-            yield match.group(1), int(match.group(2)), token, proc
+            yield match.group(1), int(match.group(2)), proc
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+@contextlib.contextmanager
+def plant_store(data_dir, *args, taskset=None):
+    """Yield (host, port, token, proc) of a running service with a fresh token."""
+    token = TokenFile(os.path.join(data_dir, "tokens.json")).add(f"bench-{time.time_ns()}")
+    command = [sys.executable, "-m", "plant_store", "serve", "--port", "0",
+               "--data-dir", data_dir, *args]
+    with running(command, taskset) as (host, port, proc):
+        yield host, port, token, proc
+
+
+@contextlib.contextmanager
+def bare(taskset=None):
+    """Yield (host, port, token, proc) of the bare WSGI ceiling (it ignores the token)."""
+    with running([sys.executable, os.path.join(HERE, "bare_app.py")], taskset) as (
+            host, port, proc):
+        yield host, port, "unused", proc

@@ -13,7 +13,6 @@ plant, and create throughput against the empty store's.
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,10 +63,6 @@ def load(data_dir, seconds, *args):
         return loadgen.run(host, port, token, seconds, cpu=1, id_base=time.time_ns() // 1000)
 
 
-def median_of(results, key):
-    return statistics.median(r[key] for r in results)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=5, help="length of each load run")
@@ -97,18 +92,8 @@ def main():
             for label, (data_dir, *flags) in configs.items():
                 results[label].append(load(data_dir, args.seconds, *flags))
 
-    tool = results["memory"][0]["tool"]
-    print(f"{args.rounds} rounds of {args.seconds} s, 16 connections ({tool}); medians")
-    print(f"{'store':<36} {'req/s':>8} {'/memory':>8} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'non-2xx':>7}  req/s of each round")
-    memory_rps = median_of(results["memory"], "rps")
-    for label, runs in results.items():
-        rps = median_of(runs, "rps")
-        print(f"{label:<36} {rps:8.0f} {rps / memory_rps:8.2f} {median_of(runs, 'p50_ms'):7.2f} "
-              f"{median_of(runs, 'p99_ms'):7.2f} {sum(r['non_2xx'] for r in runs):7d}  "
-              + " ".join(f"{r['rps']:.0f}" for r in runs))
-    grown = median_of(results[f"jsonfile, fsync, {args.preload} stored"], "rps")
-    empty = median_of(results["jsonfile, fsync"], "rps")
+    rps = loadgen.report(results, baseline="memory")
+    grown, empty = rps[f"jsonfile, fsync, {args.preload} stored"], rps["jsonfile, fsync"]
     print(f"\n{args.preload} stored / empty JSON-file store: {grown / empty:.2f}")
 
 

@@ -18,16 +18,20 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # waitress's run() loop stops on it and lets workers finish
 
 
+def create_server(app: Callable, config: Config):
+    """A waitress server for ``app`` with the configured settings (benchmarks reuse it)."""
+    return waitress.create_server(
+        app, host=config.host, port=config.port, threads=config.threads, ident="plant-store"
+    )
+
+
 def serve(
     config: Config, store: Store, tokens: TokenFile,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve until a stop signal, then close ``store``; ``on_ready(url)`` runs once bound."""
     try:
-        app = create_app(config, store=store, tokens=tokens)
-        server = waitress.create_server(
-            app, host=config.host, port=config.port, threads=config.threads, ident="plant-store"
-        )
+        server = create_server(create_app(config, store=store, tokens=tokens), config)
         url = f"http://{server.effective_host}:{server.effective_port}"
         if on_ready:
             on_ready(url)

@@ -1,0 +1,80 @@
+"""The service against the server's ceiling, side by side in one run.
+
+Run from the repository root with the project installed:
+
+    python bench/ceiling_bench.py                  # 5 rounds of 5 s, about 2 minutes
+    python bench/ceiling_bench.py --rounds 3 --seconds 10
+
+Three servers with the same waitress settings, each pinned to CPU 0 with the load on CPU 1:
+a bare WSGI callable that reads the body and answers fixed JSON (the ceiling), the service
+with the memory store, and the service with the JSON-file store (fsync on). Everything a
+deployment has is on: token check, validation, access log at info. Prints requests/s,
+p50/p99 latency, non-2xx answers, and each as a ratio to the ceiling; then the resident
+memory of the memory store after --fill creates.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import loadgen
+import serverctl
+
+
+def load(server, seconds):
+    with server as (host, port, token, _):
+        return loadgen.run(host, port, token, seconds, cpu=1, id_base=time.time_ns() // 1000)
+
+
+def memory_per_plant(count):
+    """Resident bytes per plant of a MemoryStore filled through the schema layer."""
+    script = f"""
+from plant_store.schemas import NewPlantSchema
+from plant_store.stores import MemoryStore
+def rss():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * {os.sysconf("SC_PAGE_SIZE")}
+store, load = MemoryStore(), NewPlantSchema().load
+before = rss()
+for i in range({count}):
+    store.create(load({{"id": i, "name": f"plant {{i}}", "tag": "bench"}}))
+print(rss() - before, len(store))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=5, help="length of each load run")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved rounds; medians are reported")
+    parser.add_argument("--fill", type=int, default=1_000_000,
+                        help="creates before measuring the memory store's resident memory")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        servers = {
+            "bare WSGI on waitress (ceiling)": lambda: serverctl.bare(taskset="0"),
+            "service, memory store": lambda: serverctl.plant_store(
+                os.path.join(tmp, "m"), "--store", "memory", taskset="0"),
+            "service, JSON-file store (fsync)": lambda: serverctl.plant_store(
+                os.path.join(tmp, "j"), taskset="0"),
+        }
+        results = {label: [] for label in servers}
+        for _ in range(args.rounds):  # interleaved, so drifts in machine load hit all alike
+            for label, server in servers.items():
+                results[label].append(load(server(), args.seconds))
+
+    loadgen.report(results, baseline="bare WSGI on waitress (ceiling)")
+    rss, count = memory_per_plant(args.fill)
+    print(f"\nmemory store after {count} creates: {rss / 2**20:.0f} MiB resident, "
+          f"{rss / count:.0f} bytes per plant")
+
+
+if __name__ == "__main__":
+    main()

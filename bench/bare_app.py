@@ -2,12 +2,13 @@
 
 It reads the body and answers a fixed JSON Plant, so the difference between it and the
 service is the service's own work per request. Prints the same "listening on" line as
-``plant-store serve``.
+``plant-store serve``, and takes the same PLANT_STORE_* variables.
 """
 
+import os
 import sys
 
-from plant_store.config import Config
+from plant_store import config
 from plant_store.server import create_server
 
 ANSWER = b'{"name":"plant","tag":"bench"}'
@@ -21,7 +22,8 @@ def application(environ, start_response):
 
 
 if __name__ == "__main__":
-    server = create_server(application, Config(port=0))
+    # The service's settings, PLANT_STORE_* variables included, so both servers match.
+    server = create_server(application, config.load(None, os.environ, {"port": "0"}))
     print(f"bare listening on http://{server.effective_host}:{server.effective_port}",
           file=sys.stderr, flush=True)
     server.run()

@@ -95,19 +95,25 @@ def run_python(host, port, token, seconds, connections=16, id_base=0, processes=
 
 
 def report(results, baseline):
-    """Print medians of each configuration's rounds, with req/s as a ratio to ``baseline``."""
+    """Print medians of each configuration's rounds, with ratios to ``baseline``."""
     def median(runs, key):
         return statistics.median(r[key] for r in runs)
 
+    cpu = "cpu_us" in results[baseline][0]
     rounds = len(results[baseline])
     tool = results[baseline][0]["tool"]
     print(f"{rounds} rounds, 16 connections ({tool}); medians")
     print(f"{'configuration':<36} {'req/s':>8} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'p99 x':>6} {'non-2xx':>7}  req/s of each round")
-    base_rps, base_p99 = median(results[baseline], "rps"), median(results[baseline], "p99_ms")
+          f"{'p99 x':>6} {'non-2xx':>7}" + (f" {'cpu us':>7} {'ratio':>6}" if cpu else "")
+          + "  req/s of each round")
+    base = {key: median(results[baseline], key) for key in ("rps", "p99_ms", "cpu_us")
+            if key in results[baseline][0]}
     for label, runs in results.items():
         rps, p99 = median(runs, "rps"), median(runs, "p99_ms")
-        print(f"{label:<36} {rps:8.0f} {rps / base_rps:6.2f} {median(runs, 'p50_ms'):7.2f} "
-              f"{p99:7.2f} {p99 / base_p99:6.2f} {sum(r['non_2xx'] for r in runs):7d}  "
-              + " ".join(f"{r['rps']:.0f}" for r in runs))
+        line = (f"{label:<36} {rps:8.0f} {rps / base['rps']:6.2f} {median(runs, 'p50_ms'):7.2f} "
+                f"{p99:7.2f} {p99 / base['p99_ms']:6.2f} {sum(r['non_2xx'] for r in runs):7d}")
+        if cpu:
+            cpu_us = median(runs, "cpu_us")
+            line += f" {cpu_us:7.1f} {base['cpu_us'] / cpu_us:6.2f}"
+        print(line + "  " + " ".join(f"{r['rps']:.0f}" for r in runs))
     return {label: median(runs, "rps") for label, runs in results.items()}

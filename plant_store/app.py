@@ -1,5 +1,8 @@
 """The composition root: config in, a ready ``falcon.App`` out."""
 
+import sys
+from typing import TextIO
+
 import falcon
 
 from plant_store import errors
@@ -11,18 +14,21 @@ from plant_store.plants import PlantsResource
 from plant_store.stores import Store, open_store
 from plant_store.tokens import TokenFile
 
-# Probes and the document: no token, and logged at debug so probes do not flood the log.
+# Probes and the document: no token, and their access lines only at debug, so probes
+# do not flood the log.
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json"})
 
 
 def create_app(
-    config: Config, *, store: Store | None = None, tokens: TokenFile | None = None
+    config: Config, *, store: Store | None = None, tokens: TokenFile | None = None,
+    log_stream: TextIO | None = None,
 ) -> falcon.App:
-    """Build the service; the caller that passes ``store`` owns it and closes it."""
+    """Build the service; the caller that passes ``store`` owns it and closes it.
+    Access lines go to ``log_stream``, stderr by default."""
     store = store if store is not None else open_store(config)
     tokens = tokens if tokens is not None else TokenFile(config.token_file)
-    app = falcon.App(middleware=[AccessLog(quiet_paths=PUBLIC_PATHS),
-                                 BearerAuth(tokens, PUBLIC_PATHS)])
+    access_log = AccessLog(log_stream or sys.stderr, config.log_level, quiet_paths=PUBLIC_PATHS)
+    app = falcon.App(middleware=[access_log, BearerAuth(tokens, PUBLIC_PATHS)])
     app.set_error_serializer(errors.serialize)
     app.add_error_handler(Exception, errors.unexpected)
     app.add_route("/plants", PlantsResource(store, config.max_body_size))

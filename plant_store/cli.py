@@ -5,11 +5,10 @@ unknown token label) ends with one line on stderr and exit status 2, not a trace
 """
 
 import argparse
-import logging
 import os
 import sys
 
-from plant_store import __version__, config, server
+from plant_store import __version__, config, logs, server
 from plant_store.stores import StoreError, jsonfile, open_store
 from plant_store.tokens import TokenError, TokenFile
 
@@ -46,10 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     flags = {s.name: getattr(args, s.name) for s in config.SETTINGS}
     try:
         cfg = config.load(args.config or os.environ.get("PLANT_STORE_CONFIG"), os.environ, flags)
-        logging.basicConfig(
-            level=cfg.log_level.upper(), stream=sys.stderr,
-            format="%(asctime)s %(levelname)s [%(name)s] %(message)s",
-        )
+        logs.configure(cfg.log_level)
         tokens = TokenFile(cfg.token_file)
         if args.command == "serve":
             return _serve(cfg, tokens)

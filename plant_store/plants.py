@@ -4,7 +4,7 @@ import falcon
 import orjson
 from marshmallow import ValidationError
 
-from plant_store.schemas import NewPlantSchema, PlantSchema, describe
+from plant_store.schemas import describe, dump_plant, load_new_plant
 from plant_store.stores import Conflict, Store, StoreUnavailable
 
 
@@ -12,8 +12,6 @@ class PlantsResource:
     def __init__(self, store: Store, max_body_size: int) -> None:
         self._store = store
         self._max_body = max_body_size
-        self._load = NewPlantSchema().load
-        self._dump = PlantSchema().dump
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         plant = self._load_new_plant(req)
@@ -27,7 +25,7 @@ class PlantsResource:
             raise falcon.HTTPServiceUnavailable(
                 description="The store cannot save plants right now; the plant was not created."
             ) from None
-        resp.data = orjson.dumps(self._dump(stored))
+        resp.data = orjson.dumps(dump_plant(stored))
         resp.content_type = falcon.MEDIA_JSON
 
     def _load_new_plant(self, req: falcon.Request):
@@ -56,7 +54,7 @@ class PlantsResource:
                 description="The request body must be a JSON object (a NewPlant)."
             )
         try:
-            return self._load(document)
+            return load_new_plant(document)
         except ValidationError as exc:
             raise falcon.HTTPBadRequest(description=describe(exc)) from None
 

@@ -76,14 +76,3 @@ def test_health_is_503_when_the_store_is_not_usable(tmp_path, config, tokens):
         assert "plants.jsonl" in message
     finally:
         store.close()
-
-
-def test_probes_are_logged_at_debug_not_info(app, caplog):
-    with caplog.at_level("INFO", logger="plant_store.access"):
-        app.get("/health")
-        app.get("/openapi.json")
-    assert caplog.records == []
-    with caplog.at_level("DEBUG", logger="plant_store.access"):
-        app.get("/health")
-    assert [r.levelname for r in caplog.records] == ["DEBUG"]
-    assert "GET /health 200" in caplog.records[0].getMessage()

@@ -7,9 +7,11 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from marshmallow import ValidationError
 
 from conftest import DOCUMENT, assert_error, resolve
-from plant_store.schemas import NewPlantSchema, PlantSchema
+from plant_store.schemas import NewPlantSchema, PlantSchema, dump_plant, load_new_plant
+from plant_store.stores import Plant
 
 NEW_PLANT = resolve({"$ref": "#/components/schemas/NewPlant"})
 FIELD_VALIDATORS = {
@@ -79,3 +81,32 @@ def test_the_document_and_the_schema_agree_on_the_bounds(inside, outside):
     assert not FIELD_VALIDATORS["id"].is_valid(outside)
     assert NewPlantSchema().validate({"id": inside, "name": "x"}) == {}
     assert "id" in NewPlantSchema().validate({"id": outside, "name": "x"})
+
+
+def through_marshmallow(document):
+    try:
+        return NewPlantSchema().load(document)
+    except ValidationError as exc:
+        return exc.messages
+
+
+def through_short_way(document):
+    try:
+        return load_new_plant(document)
+    except ValidationError as exc:
+        return exc.messages
+
+
+@SETTINGS
+@given(document=st.dictionaries(st.sampled_from(["id", "name", "tag", "other"]), json_values)
+       | new_plants)
+def test_the_short_way_loads_exactly_as_the_schema(document):
+    assert through_short_way(document) == through_marshmallow(document)
+
+
+@SETTINGS
+@given(plant_id=st.integers(INT64_MIN, INT64_MAX), name=st.text(),
+       tag=st.none() | st.text())
+def test_the_short_way_dumps_exactly_as_the_schema(plant_id, name, tag):
+    plant = Plant(plant_id, name, tag)
+    assert dump_plant(plant) == PlantSchema().dump(plant)

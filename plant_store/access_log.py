@@ -1,4 +1,5 @@
-"""One access line per request: client, method, path, status, duration; never headers or body.
+"""One access line per request: client, method, path, status, duration, request id; never
+the headers or the body. Text, or JSON lines for log shippers.
 
 The lines are formatted like the logging module's lines but without its machinery (a
 LogRecord, its formatting and handler locking cost as much as everything else the service
@@ -18,8 +19,9 @@ import weakref
 from typing import TextIO
 
 import falcon
+import orjson
 
-from plant_store.logs import timestamp
+from plant_store.logs import iso_timestamp, timestamp
 
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -27,8 +29,9 @@ LEVELS = ("debug", "info", "warning", "error")
 class AccessLog:
     def __init__(
         self, stream: TextIO, log_level: str, quiet_paths: frozenset[str],
-        flush_interval: float = 0.2,
+        log_format: str = "text", flush_interval: float = 0.2,
     ) -> None:
+        self._json = log_format == "json"
         self._stream = stream
         self._lines: collections.deque[str] = collections.deque()
         self._lock = threading.Lock()  # one flush at a time, so lines keep their order
@@ -56,9 +59,21 @@ class AccessLog:
             level = "INFO"
         else:
             return
+        now = time.time()
         elapsed_ms = (time.perf_counter() - req.context.started) * 1000
-        line = (f"{timestamp(time.time())} {level} [plant_store.access] {req.remote_addr} "
-                f"{req.method} {req.path} {resp.status_code} {elapsed_ms:.1f}ms\n")
+        path = req.root_path + req.path  # as the client sent it, with any url_prefix
+        request_id = req.context.get("request_id", "-")
+        if self._json:
+            line = orjson.dumps({
+                "time": iso_timestamp(now), "level": level, "logger": "plant_store.access",
+                "remote_addr": req.remote_addr, "method": req.method, "path": path,
+                "status": resp.status_code, "duration_ms": round(elapsed_ms, 3),
+                "request_id": request_id,
+            }).decode() + "\n"
+        else:
+            line = (f"{timestamp(now)} {level} [plant_store.access] {req.remote_addr} "
+                    f"{req.method} {path} {resp.status_code} {elapsed_ms:.1f}ms "
+                    f"{request_id}\n")
         self._lines.append(line)  # deque.append is thread-safe: no lock on the request's path
 
     def flush(self) -> None:

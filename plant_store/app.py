@@ -11,6 +11,7 @@ from plant_store.auth import BearerAuth
 from plant_store.config import Config
 from plant_store.operational import HealthResource, OpenApiResource
 from plant_store.plants import PlantsResource
+from plant_store.request_id import RequestId
 from plant_store.stores import Store, open_store
 from plant_store.tokens import TokenFile
 
@@ -27,8 +28,9 @@ def create_app(
     Access lines go to ``log_stream``, stderr by default."""
     store = store if store is not None else open_store(config)
     tokens = tokens if tokens is not None else TokenFile(config.token_file)
-    access_log = AccessLog(log_stream or sys.stderr, config.log_level, quiet_paths=PUBLIC_PATHS)
-    app = falcon.App(middleware=[access_log, BearerAuth(tokens, PUBLIC_PATHS)])
+    access_log = AccessLog(log_stream or sys.stderr, config.log_level,
+                           quiet_paths=PUBLIC_PATHS, log_format=config.log_format)
+    app = falcon.App(middleware=[RequestId(), access_log, BearerAuth(tokens, PUBLIC_PATHS)])
     app.set_error_serializer(errors.serialize)
     app.add_error_handler(Exception, errors.unexpected)
     app.add_route("/plants", PlantsResource(store, config.max_body_size))

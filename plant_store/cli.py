@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     flags = {s.name: getattr(args, s.name) for s in config.SETTINGS}
     try:
         cfg = config.load(args.config or os.environ.get("PLANT_STORE_CONFIG"), os.environ, flags)
-        logs.configure(cfg.log_level)
+        logs.configure(cfg.log_level, cfg.log_format)
         tokens = TokenFile(cfg.token_file)
         if args.command == "serve":
             return _serve(cfg, tokens)

@@ -48,6 +48,25 @@ def _flag(text: str) -> bool:
     raise ValueError("must be true or false")
 
 
+PROXY_HEADERS = ("x-forwarded-for", "x-forwarded-proto", "x-forwarded-host",
+                 "x-forwarded-port", "x-forwarded-by", "forwarded")
+
+
+def _header_list(text: str) -> str:
+    names = text.lower().replace(",", " ").split()
+    unknown = sorted(set(names) - set(PROXY_HEADERS))
+    if unknown:
+        raise ValueError(f"unknown header {unknown[0]}; choose from {' '.join(PROXY_HEADERS)}")
+    return " ".join(names)
+
+
+def _prefix(text: str) -> str:
+    prefix = text.strip().rstrip("/")
+    if prefix and not prefix.startswith("/"):
+        raise ValueError("must start with /")
+    return prefix
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -82,6 +101,17 @@ SETTINGS: tuple[Setting, ...] = (
             "OS crash can lose acknowledged plants. For benchmarks only."),
     Setting("log_level", _one_of("debug", "info", "warning", "error"), "info",
             "Lowest level logged to stderr; 'info' includes one access line per request."),
+    Setting("log_format", _one_of("text", "json"), "text",
+            "'text' lines, or 'json': one JSON object per line, for log shippers."),
+    Setting("trusted_proxy", str, "",
+            "Address of the reverse proxy whose forwarded headers are believed (e.g. "
+            "127.0.0.1; '*' for any peer). Empty: forwarded headers are ignored."),
+    Setting("trusted_proxy_headers", _header_list, "x-forwarded-for x-forwarded-proto "
+            "x-forwarded-host",
+            "Forwarded headers taken from the trusted proxy, space-separated."),
+    Setting("url_prefix", _prefix, "",
+            "Path the proxy serves the API under (e.g. /api), stripped from request paths "
+            "and put back in the URLs the service emits. Empty: served at the root."),
 )
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
 
@@ -98,6 +128,10 @@ class Config:
     max_body_size: int
     fsync: bool
     log_level: str
+    log_format: str
+    trusted_proxy: str
+    trusted_proxy_headers: str
+    url_prefix: str
 
     def __init__(self, **values: Any) -> None:
         unknown = set(values) - set(BY_NAME)

@@ -4,6 +4,8 @@ import logging
 import sys
 import time
 
+import orjson
+
 FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
 _second: tuple[int, str] = (-1, "")
 
@@ -19,14 +21,31 @@ def timestamp(now: float) -> str:
     return f"{text},{int((now - second) * 1000):03d}"
 
 
+def iso_timestamp(now: float) -> str:
+    """``2026-11-22T21:05:51.123Z``: UTC, for machines."""
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+    return f"{seconds}.{int(now % 1 * 1000):03d}Z"
+
+
 class TextFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return timestamp(record.created)
 
 
-def configure(level: str) -> None:
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, the same keys as the JSON access lines where they apply."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": iso_timestamp(record.created), "level": record.levelname,
+                 "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry).decode()
+
+
+def configure(level: str, log_format: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(TextFormatter(FORMAT))
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter(FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

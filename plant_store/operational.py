@@ -26,6 +26,16 @@ class HealthResource:
 
 
 class OpenApiResource:
+    """The document, its ``servers`` URL carrying the path the service is mounted under."""
+
+    def __init__(self) -> None:
+        self._by_prefix = {"": OPENAPI}
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.data = OPENAPI
+        prefix = req.root_path
+        if prefix not in self._by_prefix:
+            document = orjson.loads(OPENAPI)
+            document["servers"] = [{"url": prefix}]
+            self._by_prefix[prefix] = orjson.dumps(document)
+        resp.data = self._by_prefix[prefix]
         resp.content_type = falcon.MEDIA_JSON

@@ -1,4 +1,4 @@
-"""Run the app on waitress until SIGTERM or SIGINT, then close the store."""
+"""Run the app on waitress until SIGTERM or SIGINT, finish what is in flight, close the store."""
 
 import logging
 import signal
@@ -20,8 +20,16 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def create_server(app: Callable, config: Config):
     """A waitress server for ``app`` with the configured settings (benchmarks reuse it)."""
+    proxy = {}
+    if config.trusted_proxy:
+        proxy = {
+            "trusted_proxy": config.trusted_proxy,
+            "trusted_proxy_headers": config.trusted_proxy_headers,
+            "trusted_proxy_count": 1,
+        }
     return waitress.create_server(
-        app, host=config.host, port=config.port, threads=config.threads, ident="plant-store"
+        app, host=config.host, port=config.port, threads=config.threads, ident="plant-store",
+        url_prefix=config.url_prefix, clear_untrusted_proxy_headers=True, **proxy,
     )
 
 
@@ -32,14 +40,17 @@ def serve(
     """Serve until a stop signal, then close ``store``; ``on_ready(url)`` runs once bound."""
     try:
         server = create_server(create_app(config, store=store, tokens=tokens), config)
-        url = f"http://{server.effective_host}:{server.effective_port}"
+        url = f"http://{server.effective_host}:{server.effective_port}{config.url_prefix}"
         if on_ready:
             on_ready(url)
         log.info("plant-store listening on %s (store: %s, %d threads)",
                  url, config.store, config.threads)
         signal.signal(signal.SIGTERM, _interrupt)
         signal.signal(signal.SIGINT, _interrupt)
+        # On a stop signal waitress stops accepting, lets each worker finish its request and
+        # send the answer (workers write their own answers), waits up to 5 s, and returns.
         server.run()
     finally:
         store.close()
     log.info("plant-store stopped")
+

@@ -12,6 +12,28 @@ import time
 from urllib.parse import urlsplit
 
 
+def http_request(host, port, method, path, body=None, token=None, headers=None, timeout=10,
+                 source=None):
+    """One request on a fresh connection: (status, headers, parsed JSON or raw bytes);
+    ``source`` is a local address to send from, e.g. 127.0.0.2."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout,
+                                      source_address=(source, 0) if source else None)
+    try:
+        all_headers = {"Content-Type": "application/json", **(headers or {})}
+        if token:
+            all_headers["Authorization"] = f"Bearer {token}"
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        conn.request(method, path, body=body, headers=all_headers)
+        response = conn.getresponse()
+        data = response.read()
+        if response.getheader("Content-Type") == "application/json" and data:
+            data = json.loads(data)
+        return response.status, response.headers, data
+    finally:
+        conn.close()
+
+
 def run_cli(*args, env=None):
     """Run a ``plant-store`` command to completion."""
     return subprocess.run(
@@ -23,9 +45,13 @@ def run_cli(*args, env=None):
 class Server:
     """A ``plant-store serve`` process on a free port; its output is collected as it comes."""
 
-    def __init__(self, data_dir, *args, env=None, wait=True):
-        command = [sys.executable, "-m", "plant_store", "serve", "--port", "0",
-                   "--data-dir", str(data_dir), *args]
+    def __init__(self, data_dir, *args, env=None, wait=True, prelude=None):
+        """``prelude``: Python run in the server's process before it starts (a fault)."""
+        serve = ["serve", "--port", "0", "--data-dir", str(data_dir), *args]
+        command = [sys.executable, "-m", "plant_store", *serve]
+        if prelude:
+            command = [sys.executable, "-c", f"{prelude}\nfrom plant_store.cli import main\n"
+                       f"raise SystemExit(main({serve!r}))"]
         self.proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, **(env or {})},
@@ -71,23 +97,10 @@ class Server:
             time.sleep(0.02)
         raise AssertionError("no token was printed:\n" + "".join(self.stdout))
 
-    def request(self, method, path, body=None, token=None, headers=None, timeout=10):
-        """One request on a fresh connection: (status, headers, parsed JSON or raw bytes)."""
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-        try:
-            all_headers = {"Content-Type": "application/json", **(headers or {})}
-            if token:
-                all_headers["Authorization"] = f"Bearer {token}"
-            if body is not None and not isinstance(body, (bytes, str)):
-                body = json.dumps(body)
-            conn.request(method, path, body=body, headers=all_headers)
-            response = conn.getresponse()
-            data = response.read()
-            if response.getheader("Content-Type") == "application/json" and data:
-                data = json.loads(data)
-            return response.status, response.headers, data
-        finally:
-            conn.close()
+    def request(self, method, path, body=None, token=None, headers=None, timeout=10,
+                source=None):
+        return http_request(self.host, self.port, method, path, body, token, headers, timeout,
+                            source)
 
     def stop(self, sig=signal.SIGTERM, timeout=15):
         if self.proc.poll() is None:

@@ -32,9 +32,10 @@ def test_one_line_per_request_without_token_or_body(tokens, token):
     app.get("/nope", status=404)
     first, second = lines_when(stream, 2)
     assert first.split()[2:4] == ["INFO", "[plant_store.access]"]
-    method, path, status, duration = first.split()[5:]
+    method, path, status, duration, request_id = first.split()[5:]
     assert (method, path, status) == ("POST", "/plants", "200")
     assert duration.endswith("ms") and float(duration[:-2]) >= 0
+    assert request_id != second.split()[-1]  # one id per request
     assert second.split()[5:8] == ["GET", "/nope", "404"]
     assert token not in stream.getvalue() and "secret-name" not in stream.getvalue()
 

@@ -2,6 +2,9 @@
 
 import http.client
 import json
+import signal
+import threading
+import time
 
 from serverproc import Server
 
@@ -60,3 +63,49 @@ def test_memory_store_starts_empty_each_time(tmp_path):
     with Server(tmp_path, "--store", "memory") as server:
         assert server.request("POST", "/plants", {"id": 1, "name": "b"}, token)[0] == 200
     assert not (tmp_path / "plants.jsonl").exists()
+
+
+SLOW_STORE = """
+import time
+from plant_store.stores.jsonfile import JsonFileStore
+create = JsonFileStore.create
+def slow_create(self, plant):
+    time.sleep(1.5)
+    return create(self, plant)
+JsonFileStore.create = slow_create
+"""
+
+
+def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path):
+    with Server(tmp_path, prelude=SLOW_STORE) as server:
+        token = server.first_token
+        answers = []
+        in_flight = threading.Thread(target=lambda: answers.append(
+            server.request("POST", "/plants", {"id": 7, "name": "Fern"}, token)))
+        in_flight.start()
+        time.sleep(0.5)  # the create is sleeping in the store
+        server.proc.send_signal(signal.SIGTERM)
+        in_flight.join(10)
+        assert server.proc.wait(10) == 0
+    assert [(status, body) for status, _, body in answers] == [(200, {"name": "Fern"})]
+    assert "plant-store stopped" in "".join(server.stderr)
+    with Server(tmp_path) as server:  # acknowledged, so on disk
+        assert server.request("POST", "/plants", {"id": 7, "name": "Other"}, token)[0] == 409
+
+
+def test_json_lines_logs_with_request_ids(tmp_path):
+    with Server(tmp_path, "--log-format", "json") as server:
+        token = server.first_token
+        _, headers, _ = server.request("POST", "/plants", {"id": 1, "name": "x"}, token,
+                                       headers={"X-Request-ID": "from-proxy-1"})
+        assert headers["X-Request-ID"] == "from-proxy-1"
+        _, headers, _ = server.request("POST", "/plants", {"id": 2, "name": "y"}, token)
+        made = headers["X-Request-ID"]
+        assert made and made != "from-proxy-1"
+    records = [json.loads(line) for line in server.stderr]  # every line is one JSON object
+    access = [r for r in records if r["logger"] == "plant_store.access"]
+    assert [(r["method"], r["path"], r["status"], r["request_id"]) for r in access] == [
+        ("POST", "/plants", 200, "from-proxy-1"), ("POST", "/plants", 200, made)]
+    assert all(r["remote_addr"] == "127.0.0.1" and r["duration_ms"] >= 0 and r["time"]
+               for r in access)
+    assert any(r["message"].startswith("plant-store listening") for r in records)

@@ -1,0 +1,27 @@
+"""X-Request-ID: taken from the proxy when it is sane, else made here; always echoed.
+
+A made id is this process's random prefix and a counter: unique without a system call
+per request.
+"""
+
+import itertools
+import re
+import secrets
+
+import falcon
+
+HEADER = "X-Request-ID"
+_SANE = re.compile(r"[A-Za-z0-9._:@/+=-]{1,200}")
+
+
+class RequestId:
+    def __init__(self) -> None:
+        self._prefix = secrets.token_hex(6)
+        self._counter = itertools.count(1)
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        given = req.get_header(HEADER)
+        request_id = given if given and _SANE.fullmatch(given) else (
+            f"{self._prefix}-{next(self._counter)}")
+        req.context.request_id = request_id
+        resp.set_header(HEADER, request_id)

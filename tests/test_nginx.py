@@ -1,0 +1,157 @@
+"""Behind a real nginx, running conf/nginx.conf.example with only its ports replaced."""
+
+import os
+import pathlib
+import re
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from serverproc import Server, http_request
+
+EXAMPLE = pathlib.Path(__file__).parent.parent / "conf" / "nginx.conf.example"
+NGINX = shutil.which("nginx") or next(
+    (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None)
+
+pytestmark = pytest.mark.skipif(
+    NGINX is None, reason="nginx is not installed (.ci/run installs Debian's nginx)")
+
+MAIN = """daemon off;
+master_process off;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    include {tmp}/plant-store.conf;
+}}
+"""
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Nginx:
+    def __init__(self, tmp, upstream_port):
+        self.port = free_port()
+        site = EXAMPLE.read_text()
+        site = site.replace("server 127.0.0.1:8080;", f"server 127.0.0.1:{upstream_port};")
+        site = re.sub(r"listen 80;", f"listen 127.0.0.1:{self.port};", site)
+        (tmp / "plant-store.conf").write_text(site)
+        (tmp / "nginx.conf").write_text(MAIN.format(tmp=tmp))
+        self.tmp = tmp
+        self.proc = subprocess.Popen([NGINX, "-c", str(tmp / "nginx.conf"), "-p", str(tmp)],
+                                     stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            if self.proc.poll() is not None:
+                raise AssertionError("nginx failed:\n" + self.proc.stderr.read())
+            time.sleep(0.05)
+        self.stop()
+        raise AssertionError("nginx did not start")
+
+    def request(self, *args, **kwargs):
+        return http_request("127.0.0.1", self.port, *args, **kwargs)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def proxied(tmp_path):
+    server = Server(tmp_path / "data", "--trusted-proxy", "127.0.0.1", "--url-prefix", "/api")
+    nginx_dir = tmp_path / "nginx"
+    nginx_dir.mkdir()
+    nginx = Nginx(nginx_dir, server.port)
+    try:
+        yield server, nginx, server.first_token
+    finally:
+        nginx.stop()
+        server.stop()
+
+
+def assert_json_error(response, status):
+    code, headers, body = response
+    assert code == status
+    assert headers["Content-Type"] == "application/json"
+    assert set(body) == {"error", "message"} and body["error"] == status
+    return body["message"]
+
+
+def test_create_through_the_proxy_under_the_prefix(proxied):
+    _server, nginx, token = proxied
+    status, headers, body = nginx.request(
+        "POST", "/api/plants", {"id": 1, "name": "Monstera", "tag": "aroid"}, token)
+    assert (status, body) == (200, {"name": "Monstera", "tag": "aroid"})
+    assert re.fullmatch(r"[0-9a-f]{32}", headers["X-Request-ID"])  # nginx's $request_id
+
+
+def test_errors_keep_the_json_shape_through_the_proxy(proxied):
+    _server, nginx, token = proxied
+    assert_json_error(nginx.request("POST", "/api/plants", {"id": 1, "name": "x"}), 401)
+    assert "id" in assert_json_error(
+        nginx.request("POST", "/api/plants", {"id": "one", "name": "x"}, token), 400)
+    # Over the service's limit and nginx's: nginx refuses it, in the service's shape.
+    big = b'{"id": 1, "name": "' + b"x" * 70_000 + b'"}'
+    assert "65536" in assert_json_error(nginx.request("POST", "/api/plants", big, token), 413)
+    assert_json_error(nginx.request("GET", "/api/nowhere", token=token), 404)
+
+
+def test_the_service_down_is_json_too(proxied):
+    server, nginx, token = proxied
+    server.stop()
+    assert_json_error(nginx.request("POST", "/api/plants", {"id": 1, "name": "x"}, token), 503)
+
+
+def test_forwarded_client_address_reaches_the_access_log(proxied):
+    server, nginx, token = proxied
+    # The client is 127.0.0.2; the service's peer is nginx, on 127.0.0.1.
+    nginx.request("POST", "/api/plants", {"id": 2, "name": "Fern"}, token,
+                  headers={"X-Request-ID": "trace-42"}, source="127.0.0.2")
+    line = wait_for_line(server, "trace-42")
+    assert line.split()[4:8] == ["127.0.0.2", "POST", "/api/plants", "200"]
+
+
+@pytest.mark.parametrize("trusted", [[], ["--trusted-proxy", "127.0.0.1"]])
+def test_forwarded_headers_from_an_untrusted_peer_are_ignored(tmp_path, trusted):
+    # Without a trusted proxy, or from a peer that is not it, X-Forwarded-For is a lie.
+    with Server(tmp_path / "data", "--log-level", "debug", *trusted) as server:
+        server.request("GET", "/health", headers={"X-Forwarded-For": "10.9.9.9",
+                                                  "X-Request-ID": "forged"},
+                       source="127.0.0.2")
+        server.stop()  # an orderly stop writes every access line
+        line = next(line for line in server.stderr if "forged" in line)
+        assert line.split()[4:8] == ["127.0.0.2", "GET", "/health", "200"]
+
+
+def test_the_document_names_the_prefix(proxied):
+    nginx = proxied[1]
+    status, _, document = nginx.request("GET", "/api/openapi.json")
+    assert status == 200
+    assert document["servers"] == [{"url": "/api"}]
+
+
+def wait_for_line(server, needle, timeout=5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in list(server.stderr):
+            if needle in line:
+                return line
+        time.sleep(0.05)
+    raise AssertionError(f"no log line with {needle!r}:\n" + "".join(server.stderr))

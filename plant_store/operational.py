@@ -7,7 +7,8 @@ import orjson
 
 from plant_store.stores import Store, StoreUnavailable
 
-OPENAPI = importlib.resources.files("plant_store").joinpath("openapi.json").read_bytes()
+DOCUMENT = orjson.loads(
+    importlib.resources.files("plant_store").joinpath("openapi.json").read_bytes())
 HEALTHY = orjson.dumps({"status": "ok"})
 
 
@@ -26,16 +27,9 @@ class HealthResource:
 
 
 class OpenApiResource:
-    """The document, its ``servers`` URL carrying the path the service is mounted under."""
-
-    def __init__(self) -> None:
-        self._by_prefix = {"": OPENAPI}
+    """The document, its ``servers`` URL saying where the client reached the service: the
+    scheme, host and path prefix it used, as told by a trusted proxy where there is one."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        prefix = req.root_path
-        if prefix not in self._by_prefix:
-            document = orjson.loads(OPENAPI)
-            document["servers"] = [{"url": prefix}]
-            self._by_prefix[prefix] = orjson.dumps(document)
-        resp.data = self._by_prefix[prefix]
+        resp.data = orjson.dumps({**DOCUMENT, "servers": [{"url": req.prefix}]})
         resp.content_type = falcon.MEDIA_JSON

@@ -144,7 +144,22 @@ def test_the_document_names_the_prefix(proxied):
     nginx = proxied[1]
     status, _, document = nginx.request("GET", "/api/openapi.json")
     assert status == 200
-    assert document["servers"] == [{"url": "/api"}]
+    assert document["servers"] == [{"url": f"http://127.0.0.1:{nginx.port}/api"}]
+
+
+@pytest.mark.parametrize(("trusted", "source", "url"), [
+    (True, None, "https://plants.example.com:8443"),   # the proxy's word is taken
+    (True, "127.0.0.2", "http://{host}"),              # not the proxy: ignored
+    (False, None, "http://{host}"),                    # no proxy configured: ignored
+])
+def test_scheme_and_host_come_from_a_trusted_proxy_only(tmp_path, trusted, source, url):
+    flags = ["--trusted-proxy", "127.0.0.1"] if trusted else []
+    with Server(tmp_path / "data", *flags) as server:
+        forwarded = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "plants.example.com:8443"}
+        status, _, document = server.request("GET", "/openapi.json", headers=forwarded,
+                                              source=source)
+        assert status == 200
+        assert document["servers"] == [{"url": url.format(host=f"127.0.0.1:{server.port}")}]
 
 
 def wait_for_line(server, needle, timeout=5):

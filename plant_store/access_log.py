@@ -13,6 +13,7 @@ writes them all. Probes (``quiet_paths``) are logged only at ``log_level = debug
 import atexit
 import collections
 import contextlib
+import sys
 import threading
 import time
 import weakref
@@ -28,7 +29,7 @@ LEVELS = ("debug", "info", "warning", "error")
 
 class AccessLog:
     def __init__(
-        self, stream: TextIO, log_level: str, quiet_paths: frozenset[str],
+        self, stream: TextIO | None, log_level: str, quiet_paths: frozenset[str],
         log_format: str = "text", flush_interval: float = 0.2,
     ) -> None:
         self._json = log_format == "json"
@@ -83,8 +84,12 @@ class AccessLog:
                 while True:
                     lines.append(self._lines.popleft())
             if lines:
-                self._stream.write("".join(lines))
-                self._stream.flush()
+                stream = self._stream or sys.stderr
+                try:
+                    stream.write("".join(lines))
+                    stream.flush()
+                except (OSError, ValueError):  # stderr closed or gone: nowhere left to log
+                    pass
 
 
 def _flush_every(ref: "weakref.ref[AccessLog]", interval: float) -> None:

@@ -1,6 +1,5 @@
 """The composition root: config in, a ready ``falcon.App`` out."""
 
-import sys
 from typing import TextIO
 
 import falcon
@@ -25,15 +24,16 @@ def create_app(
     log_stream: TextIO | None = None,
 ) -> falcon.App:
     """Build the service; the caller that passes ``store`` owns it and closes it.
-    Access lines go to ``log_stream``, stderr by default."""
+    Access lines go to ``log_stream``, or to whatever ``sys.stderr`` is when they are written."""
     store = store if store is not None else open_store(config)
     tokens = tokens if tokens is not None else TokenFile(config.token_file)
-    access_log = AccessLog(log_stream or sys.stderr, config.log_level,
+    access_log = AccessLog(log_stream, config.log_level,
                            quiet_paths=PUBLIC_PATHS, log_format=config.log_format)
     app = falcon.App(middleware=[RequestId(), access_log, BearerAuth(tokens, PUBLIC_PATHS)])
     app.set_error_serializer(errors.serialize)
     app.add_error_handler(Exception, errors.unexpected)
-    app.add_route("/plants", PlantsResource(store, config.max_body_size))
+    app.add_route("/plants", PlantsResource(
+        store, config.max_body_size, config.page_size, config.max_page_size))
     app.add_route("/health", HealthResource(store))
     app.add_route("/openapi.json", OpenApiResource())
     return app

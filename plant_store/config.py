@@ -96,6 +96,10 @@ SETTINGS: tuple[Setting, ...] = (
             "File of token hashes; empty means <data_dir>/tokens.json."),
     Setting("max_body_size", _int_in(1, 1 << 30), "65536",
             "Largest request body in bytes; larger bodies get 413 unread."),
+    Setting("page_size", _int_in(1, 2**31 - 1), "100",
+            "Plants in a GET /plants page when the request gives no limit."),
+    Setting("max_page_size", _int_in(1, 2**31 - 1), "1000",
+            "Largest page; a larger limit is capped to it, not refused."),
     Setting("fsync", _flag, "true",
             "Flush each write to disk before answering. 'false' is UNSAFE: a power loss or "
             "OS crash can lose acknowledged plants. For benchmarks only."),
@@ -126,6 +130,8 @@ class Config:
     data_dir: str
     token_file: str
     max_body_size: int
+    page_size: int
+    max_page_size: int
     fsync: bool
     log_level: str
     log_format: str

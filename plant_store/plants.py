@@ -1,4 +1,6 @@
-"""The /plants resource: read the body, load a NewPlant, store it, dump the Plant."""
+"""The /plants resource: create (a NewPlant in, the Plant out) and list (pages of Plants)."""
+
+import re
 
 import falcon
 import orjson
@@ -7,11 +9,40 @@ from marshmallow import ValidationError
 from plant_store.schemas import describe, dump_plant, load_new_plant
 from plant_store.stores import Conflict, Store, StoreUnavailable
 
+INT32_MAX = 2**31 - 1
+_LIMIT = re.compile(r"[0-9]{1,10}")
+_CURSOR = re.compile(r"[0-9]{1,18}")
+
 
 class PlantsResource:
-    def __init__(self, store: Store, max_body_size: int) -> None:
+    def __init__(
+        self, store: Store, max_body_size: int, page_size: int = 100, max_page_size: int = 1000
+    ) -> None:
         self._store = store
         self._max_body = max_body_size
+        self._page_size = page_size
+        self._max_page = max_page_size
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        unknown = sorted(set(req.params) - {"limit", "cursor"})
+        if unknown:
+            raise falcon.HTTPBadRequest(
+                description=f"{unknown[0]}: not a parameter here; use limit and cursor.")
+        limit = _query(req, "limit", _LIMIT, "an integer from 1 to 2147483647")
+        limit = self._page_size if limit is None else int(limit)
+        if not 1 <= limit <= INT32_MAX:
+            raise _bad_param("limit", "an integer from 1 to 2147483647")
+        cursor = _query(req, "cursor", _CURSOR, "a cursor from a Link header")
+        start = 0 if cursor is None else int(cursor)
+        try:
+            plants, after = self._store.page(start, min(limit, self._max_page))
+        except StoreUnavailable:
+            raise falcon.HTTPServiceUnavailable(
+                description="The store cannot list plants right now.") from None
+        if after is not None:
+            resp.append_link(f"{req.prefix}{req.path}?limit={limit}&cursor={after}", "next")
+        resp.data = orjson.dumps([dump_plant(plant) for plant in plants])
+        resp.content_type = falcon.MEDIA_JSON
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         plant = self._load_new_plant(req)
@@ -63,3 +94,16 @@ def _too_large(limit: int) -> falcon.HTTPContentTooLarge:
     return falcon.HTTPContentTooLarge(
         description=f"The request body is larger than the limit of {limit} bytes."
     )
+
+
+def _query(req: falcon.Request, name: str, pattern: re.Pattern, expected: str) -> str | None:
+    values = req.params.get(name)
+    if values is None:
+        return None
+    if not isinstance(values, str) or not pattern.fullmatch(values):
+        raise _bad_param(name, expected)
+    return values
+
+
+def _bad_param(name: str, expected: str) -> falcon.HTTPBadRequest:
+    return falcon.HTTPBadRequest(description=f"{name}: must be {expected}.")

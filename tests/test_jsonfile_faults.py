@@ -110,3 +110,39 @@ def test_second_store_on_the_same_directory_is_refused(tmp_path):
     with JsonFileStore(str(tmp_path)), pytest.raises(StoreError, match=in_use):
         JsonFileStore(str(tmp_path))
     JsonFileStore(str(tmp_path)).close()  # released on close
+
+
+def test_a_rolled_back_create_is_never_listed(faulty):
+    faulty.fail_fsync = True
+    with pytest.raises(StoreUnavailable):
+        faulty.create(Plant(2, "during"))
+    assert faulty.page(0, 10) == ([Plant(1, "before")], None)
+    faulty.fail_fsync = False
+    faulty.create(Plant(3, "after"))
+    assert faulty.page(0, 10) == ([Plant(1, "before"), Plant(3, "after")], None)
+
+
+def test_a_create_is_listed_only_once_durable(tmp_path):
+    class SlowFsync(JsonFileStore):
+        armed = False
+
+        def _fsync_fd(self, fd):
+            if self.armed:
+                entered.set()
+                release.wait(5)
+            JsonFileStore._fsync_fd(fd)
+
+    entered, release = threading.Event(), threading.Event()
+    store = SlowFsync(str(tmp_path))
+    store.armed = True
+    try:
+        creating = threading.Thread(target=store.create, args=(Plant(1, "pending"),))
+        creating.start()
+        assert entered.wait(5)
+        assert store.page(0, 10) == ([], None)  # appended, not yet durable: not listed
+        release.set()
+        creating.join(5)
+        assert store.page(0, 10) == ([Plant(1, "pending")], None)
+    finally:
+        release.set()
+        store.close()

@@ -87,3 +87,27 @@ def test_json_file_store_keeps_everything_across_reopen(tmp_path):
             store.create(Plant(3, "changed"))
     lines = (tmp_path / "plants.jsonl").read_bytes().splitlines()
     assert len(lines) == 50  # a replay writes nothing
+
+
+def test_pages_walk_every_plant_once_in_creation_order(store):
+    ids = [5, -3, 2**63 - 1, 0, 17, 4, 9]
+    for plant_id in ids:
+        store.create(Plant(plant_id, f"p{plant_id}"))
+    store.create(Plant(5, "p5"))  # a replay is not a new plant
+    seen, start = [], 0
+    while start is not None:
+        page, start = store.page(start, 3)
+        assert len(page) <= 3
+        seen += page
+    assert seen == [Plant(i, f"p{i}") for i in ids]
+    assert store.page(0, 100) == (seen, None)
+    assert store.page(len(ids), 5) == ([], None)
+    assert store.page(10**12, 5) == ([], None)
+
+
+def test_json_file_store_lists_in_creation_order_after_reopen(tmp_path):
+    with JsonFileStore(str(tmp_path)) as store:
+        for plant_id in (3, 1, 2):
+            store.create(Plant(plant_id, "x"))
+    with JsonFileStore(str(tmp_path)) as store:
+        assert store.page(1, 5) == ([Plant(1, "x"), Plant(2, "x")], None)

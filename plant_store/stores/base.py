@@ -49,6 +49,12 @@ class Store(abc.ABC):
         """The plant stored under ``plant_id``, if any."""
 
     @abc.abstractmethod
+    def page(self, start: int, limit: int) -> tuple[list[Plant], int | None]:
+        """Up to ``limit`` plants in creation order from position ``start``, and the
+        position of the next page, or None when no more plants follow. Costs the page's
+        length, not the store's size."""
+
+    @abc.abstractmethod
     def __len__(self) -> int:
         """How many plants are stored."""
 

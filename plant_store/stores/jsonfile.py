@@ -38,6 +38,7 @@ class JsonFileStore(Store):
             os.close(self._lock_fd)
             raise
         self._end = self._durable  # bytes appended, durable or not
+        self._order = list(self._index)  # ids in creation order: a page is one slice of it
         self._cond = threading.Condition(threading.Lock())
         self._syncing = False
         self._epoch = 0  # bumped by each rollback, so waiters know their line is gone
@@ -65,6 +66,16 @@ class JsonFileStore(Store):
     def get(self, plant_id: int) -> Plant | None:
         stored = self._index.get(plant_id)
         return None if stored is None else journal.decode_plant(stored)
+
+    def page(self, start: int, limit: int) -> tuple[list[Plant], int | None]:
+        """Only durable plants are listed: a page stops where unsynced creates begin."""
+        with self._cond:
+            listable = len(self._order) - sum(
+                1 for _, previous in self._unsynced.values() if previous is None)
+            records = [self._index[plant_id]
+                       for plant_id in self._order[start:min(start + limit, listable)]]
+        after = start + len(records)
+        return [journal.decode_plant(r) for r in records], after if after < listable else None
 
     def __len__(self) -> int:
         return len(self._index)
@@ -131,6 +142,8 @@ class JsonFileStore(Store):
         self._end += len(data)
         self._unsynced[plant_id] = (self._end, previous)
         self._index[plant_id] = record
+        if previous is None:
+            self._order.append(plant_id)
 
     def _sync_through(self, end: int, epoch: int) -> bool:
         """Wait until byte ``end`` is durable; False if a rollback removed it first."""
@@ -172,6 +185,7 @@ class JsonFileStore(Store):
         for plant_id, (_, previous) in reversed(self._unsynced.items()):
             if previous is None:
                 del self._index[plant_id]
+                self._order.pop()  # unsynced creates are the order's tail, newest last
             else:
                 self._index[plant_id] = previous
         self._unsynced.clear()

@@ -40,7 +40,7 @@ class AccessLog:
         ref = weakref.ref(self)
         threading.Thread(target=_flush_every, args=(ref, flush_interval),
                          name="access-log", daemon=True).start()
-        atexit.register(_flush_if_alive, ref)
+        _live.add(self)
         rank = LEVELS.index(log_level)
         self._info = rank <= LEVELS.index("info")
         self._debug = rank == 0
@@ -99,6 +99,11 @@ def _flush_every(ref: "weakref.ref[AccessLog]", interval: float) -> None:
         time.sleep(interval)
 
 
-def _flush_if_alive(ref: "weakref.ref[AccessLog]") -> None:
-    if (access := ref()) is not None:
+_live: "weakref.WeakSet[AccessLog]" = weakref.WeakSet()
+
+
+@atexit.register
+def flush_all() -> None:
+    """Write every pending access line now (at a stop, and at exit)."""
+    for access in list(_live):
         access.flush()

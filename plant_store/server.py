@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import waitress
 
+from plant_store import access_log
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import Store
@@ -52,5 +53,6 @@ def serve(
         server.run()
     finally:
         store.close()
+        access_log.flush_all()  # the last requests' lines before the closing line
     log.info("plant-store stopped")
 

@@ -109,3 +109,11 @@ def test_json_lines_logs_with_request_ids(tmp_path):
     assert all(r["remote_addr"] == "127.0.0.1" and r["duration_ms"] >= 0 and r["time"]
                for r in access)
     assert any(r["message"].startswith("plant-store listening") for r in records)
+
+
+def test_access_lines_come_before_the_closing_line(tmp_path):
+    with Server(tmp_path) as server:
+        server.request("POST", "/plants", {"id": 1, "name": "x"}, server.first_token)
+    lines = "".join(server.stderr).splitlines()
+    assert "POST /plants 200" in lines[-2]
+    assert lines[-1].endswith("plant-store stopped")

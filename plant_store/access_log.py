@@ -23,6 +23,7 @@ import falcon
 import orjson
 
 from plant_store.logs import iso_timestamp, timestamp
+from plant_store.request_id import RequestId
 
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -33,6 +34,7 @@ class AccessLog:
         log_format: str = "text", flush_interval: float = 0.2,
     ) -> None:
         self._json = log_format == "json"
+        self._ids = RequestId()
         self._stream = stream
         self._lines: collections.deque[str] = collections.deque()
         self._lock = threading.Lock()  # one flush at a time, so lines keep their order
@@ -47,6 +49,7 @@ class AccessLog:
         self._quiet = quiet_paths
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.request_id = self._ids.assign(req, resp)
         req.context.started = time.perf_counter()
 
     def process_response(
@@ -63,7 +66,7 @@ class AccessLog:
         now = time.time()
         elapsed_ms = (time.perf_counter() - req.context.started) * 1000
         path = req.root_path + req.path  # as the client sent it, with any url_prefix
-        request_id = req.context.get("request_id", "-")
+        request_id = req.context.request_id
         if self._json:
             line = orjson.dumps({
                 "time": iso_timestamp(now), "level": level, "logger": "plant_store.access",

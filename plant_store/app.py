@@ -10,7 +10,6 @@ from plant_store.auth import BearerAuth
 from plant_store.config import Config
 from plant_store.operational import HealthResource, OpenApiResource
 from plant_store.plants import PlantsResource
-from plant_store.request_id import RequestId
 from plant_store.stores import Store, open_store
 from plant_store.tokens import TokenFile
 
@@ -29,7 +28,7 @@ def create_app(
     tokens = tokens if tokens is not None else TokenFile(config.token_file)
     access_log = AccessLog(log_stream, config.log_level,
                            quiet_paths=PUBLIC_PATHS, log_format=config.log_format)
-    app = falcon.App(middleware=[RequestId(), access_log, BearerAuth(tokens, PUBLIC_PATHS)])
+    app = falcon.App(middleware=[access_log, BearerAuth(tokens, PUBLIC_PATHS)])
     app.set_error_serializer(errors.serialize)
     app.add_error_handler(Exception, errors.unexpected)
     app.add_route("/plants", PlantsResource(

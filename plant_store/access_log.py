@@ -3,7 +3,7 @@ the headers or the body. Text, or JSON lines for log shippers.
 
 The lines are formatted like the logging module's lines but without its machinery (a
 LogRecord, its formatting and handler locking cost as much as everything else the service
-does per request), and written by a background thread every ``flush_interval`` seconds
+does per request), and written by one background thread every ``FLUSH_INTERVAL`` seconds
 rather than one write per request: a write lets go of the GIL, and getting it back among
 busy worker threads costs more than the request itself. As with nginx's ``access_log
 buffer= flush=``, a ``kill -9`` loses at most the last interval's lines; a normal exit
@@ -13,6 +13,7 @@ writes them all. Probes (``quiet_paths``) are logged only at ``log_level = debug
 import atexit
 import collections
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -22,29 +23,27 @@ from typing import TextIO
 import falcon
 import orjson
 
+from plant_store.config import LOG_LEVELS
 from plant_store.logs import iso_timestamp, timestamp
 from plant_store.request_id import RequestId
 
-LEVELS = ("debug", "info", "warning", "error")
+FLUSH_INTERVAL = 0.2  # seconds
 
 
 class AccessLog:
     def __init__(
         self, stream: TextIO | None, log_level: str, quiet_paths: frozenset[str],
-        log_format: str = "text", flush_interval: float = 0.2,
+        log_format: str = "text",
     ) -> None:
         self._json = log_format == "json"
         self._ids = RequestId()
         self._stream = stream
         self._lines: collections.deque[str] = collections.deque()
         self._lock = threading.Lock()  # one flush at a time, so lines keep their order
-        # Weak references, so an app that is dropped takes its flusher with it.
-        ref = weakref.ref(self)
-        threading.Thread(target=_flush_every, args=(ref, flush_interval),
-                         name="access-log", daemon=True).start()
         _live.add(self)
-        rank = LEVELS.index(log_level)
-        self._info = rank <= LEVELS.index("info")
+        _start_flusher()
+        rank = LOG_LEVELS.index(log_level)
+        self._info = rank <= LOG_LEVELS.index("info")
         self._debug = rank == 0
         self._quiet = quiet_paths
 
@@ -95,14 +94,9 @@ class AccessLog:
                     pass
 
 
-def _flush_every(ref: "weakref.ref[AccessLog]", interval: float) -> None:
-    while (access := ref()) is not None:
-        access.flush()
-        del access
-        time.sleep(interval)
-
-
-_live: "weakref.WeakSet[AccessLog]" = weakref.WeakSet()
+_live: "weakref.WeakSet[AccessLog]" = weakref.WeakSet()  # a dropped app leaves the set
+_flusher_lock = threading.Lock()
+_flusher: threading.Thread | None = None
 
 
 @atexit.register
@@ -110,3 +104,28 @@ def flush_all() -> None:
     """Write every pending access line now (at a stop, and at exit)."""
     for access in list(_live):
         access.flush()
+
+
+def _flush_forever() -> None:
+    while True:
+        time.sleep(FLUSH_INTERVAL)
+        flush_all()
+
+
+def _start_flusher() -> None:
+    global _flusher
+    with _flusher_lock:
+        if _flusher is None:
+            _flusher = threading.Thread(target=_flush_forever, name="access-log", daemon=True)
+            _flusher.start()
+
+
+def _after_fork_in_child() -> None:
+    """A forked worker (gunicorn --preload, say) has no flusher thread: start its own."""
+    global _flusher, _flusher_lock
+    _flusher, _flusher_lock = None, threading.Lock()
+    if _live:
+        _start_flusher()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

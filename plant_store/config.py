@@ -48,6 +48,7 @@ def _flag(text: str) -> bool:
     raise ValueError("must be true or false")
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")  # the order ranks them
 PROXY_HEADERS = ("x-forwarded-for", "x-forwarded-proto", "x-forwarded-host",
                  "x-forwarded-port", "x-forwarded-by", "forwarded")
 
@@ -103,7 +104,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("fsync", _flag, "true",
             "Flush each write to disk before answering. 'false' is UNSAFE: a power loss or "
             "OS crash can lose acknowledged plants. For benchmarks only."),
-    Setting("log_level", _one_of("debug", "info", "warning", "error"), "info",
+    Setting("log_level", _one_of(*LOG_LEVELS), "info",
             "Lowest level logged to stderr; 'info' includes one access line per request."),
     Setting("log_format", _one_of("text", "json"), "text",
             "'text' lines, or 'json': one JSON object per line, for log shippers."),

@@ -11,6 +11,7 @@ from plant_store.stores import Conflict, Store, StoreUnavailable
 
 INT32_MAX = 2**31 - 1
 _LIMIT = re.compile(r"[0-9]{1,10}")
+_LIMIT_RULE = f"an integer from 1 to {INT32_MAX}"
 _CURSOR = re.compile(r"[0-9]{1,18}")
 
 
@@ -28,10 +29,10 @@ class PlantsResource:
         if unknown:
             raise falcon.HTTPBadRequest(
                 description=f"{unknown[0]}: not a parameter here; use limit and cursor.")
-        limit = _query(req, "limit", _LIMIT, "an integer from 1 to 2147483647")
+        limit = _query(req, "limit", _LIMIT, _LIMIT_RULE)
         limit = self._page_size if limit is None else int(limit)
         if not 1 <= limit <= INT32_MAX:
-            raise _bad_param("limit", "an integer from 1 to 2147483647")
+            raise _bad_param("limit", _LIMIT_RULE)
         cursor = _query(req, "cursor", _CURSOR, "a cursor from a Link header")
         start = 0 if cursor is None else int(cursor)
         try:

@@ -55,4 +55,3 @@ def serve(
         store.close()
         access_log.flush_all()  # the last requests' lines before the closing line
     log.info("plant-store stopped")
-

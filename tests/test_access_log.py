@@ -1,8 +1,10 @@
 """Access lines: one per request, written by a background thread, never a token or body."""
 
 import io
+import os
 import time
 
+import pytest
 import webtest
 
 from plant_store.app import create_app
@@ -65,3 +67,21 @@ def test_no_access_lines_above_info(tokens, token):
     app.post_json("/plants", {"id": 1, "name": "x"}, status=200)
     time.sleep(0.5)
     assert stream.getvalue() == ""
+
+
+# Python 3.12+ warns about fork() in a process with threads; forking one is the point here.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_an_app_built_before_a_fork_logs_in_the_forked_worker(tokens, token, tmp_path):
+    # As under gunicorn --preload: the app and its flusher thread are made in the parent;
+    # the child has no threads but its own flusher must still write the child's lines.
+    app, stream = logged_app(tokens, token)
+    out = tmp_path / "child.log"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            app.get("/nope", status=404)
+            out.write_text("\n".join(lines_when(stream, 1)))
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert "GET /nope 404" in out.read_text()

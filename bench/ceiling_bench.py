@@ -17,48 +17,23 @@ memory of the memory store after --fill creates.
 
 import argparse
 import os
-import subprocess
-import sys
 import tempfile
-import time
 
 import loadgen
 import serverctl
 
 
-def cpu_seconds(pid):
-    """User plus system CPU time of a process, all its threads, from /proc."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def load(server, seconds):
-    """Throughput and latency, and the server's CPU time per request: time stolen from the
-    virtual machine by its neighbours inflates the first two but hardly the third."""
-    with server as (host, port, token, proc):
-        before = cpu_seconds(proc.pid)
-        result = loadgen.run(host, port, token, seconds, cpu=1, id_base=time.time_ns() // 1000)
-        result["cpu_us"] = (cpu_seconds(proc.pid) - before) / result["requests"] * 1e6
-        return result
-
-
 def memory_per_plant(count):
     """Resident bytes per plant of a MemoryStore filled through the schema layer."""
-    script = f"""
+    out = loadgen.in_fresh_python(f"""
 from plant_store.schemas import NewPlantSchema
 from plant_store.stores import MemoryStore
-def rss():
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * {os.sysconf("SC_PAGE_SIZE")}
 store, load = MemoryStore(), NewPlantSchema().load
 before = rss()
 for i in range({count}):
     store.create(load({{"id": i, "name": f"plant {{i}}", "tag": "bench"}}))
 print(rss() - before, len(store))
-"""
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True).stdout.split()
+""")
     return int(out[0]), int(out[1])
 
 
@@ -82,7 +57,7 @@ def main():
         results = {label: [] for label in servers}
         for _ in range(args.rounds):  # interleaved, so drifts in machine load hit all alike
             for label, server in servers.items():
-                results[label].append(load(server(), args.seconds))
+                results[label].append(loadgen.measure(server(), args.seconds))
 
     loadgen.report(results, baseline="bare WSGI on waitress (ceiling)")
     rss, count = memory_per_plant(args.fill)

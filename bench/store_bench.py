@@ -13,8 +13,6 @@ plant, and create throughput against the empty store's.
 
 import argparse
 import os
-import subprocess
-import sys
 import tempfile
 import time
 
@@ -42,25 +40,14 @@ def preload(data_dir, count):
 
 def measure_open(data_dir):
     """Open the store in a fresh interpreter: seconds to read it, and resident bytes added."""
-    script = f"""
+    out = loadgen.in_fresh_python(f"""
 import time
 from plant_store.stores import JsonFileStore
-def rss():
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * {os.sysconf("SC_PAGE_SIZE")}
 before = rss(); started = time.perf_counter()
 store = JsonFileStore({data_dir!r})
 print(time.perf_counter() - started, rss() - before, len(store))
-"""
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True).stdout.split()
+""")
     return float(out[0]), int(out[1]), int(out[2])
-
-
-def load(data_dir, seconds, *args):
-    """Server on CPU 0, load on CPU 1, as the machine has two."""
-    with serverctl.plant_store(data_dir, *args, taskset="0") as (host, port, token, _):
-        return loadgen.run(host, port, token, seconds, cpu=1, id_base=time.time_ns() // 1000)
 
 
 def main():
@@ -90,7 +77,8 @@ def main():
         results = {label: [] for label in configs}
         for _ in range(args.rounds):  # interleaved, so drifts in machine load hit all alike
             for label, (data_dir, *flags) in configs.items():
-                results[label].append(load(data_dir, args.seconds, *flags))
+                server = serverctl.plant_store(data_dir, *flags, taskset="0")
+                results[label].append(loadgen.measure(server, args.seconds))
 
     rps = loadgen.report(results, baseline="memory")
     grown, empty = rps[f"jsonfile, fsync, {args.preload} stored"], rps["jsonfile, fsync"]

@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 SECTION = "plant-store"
 ENV_PREFIX = "PLANT_STORE_"
@@ -27,6 +28,25 @@ def _int_in(low: int, high: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _float_in(low: float, high: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text)
+        if not low <= value <= high:  # also refuses nan
+            raise ValueError(f"must be from {low:g} to {high:g}")
+        return value
+
+    return parse
+
+
+def _urls(text: str) -> tuple[str, ...]:
+    urls = tuple(text.replace(",", " ").split())
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{url!r} is not an http:// or https:// URL")
+    return urls
 
 
 def _one_of(*choices: str) -> Callable[[str], str]:
@@ -101,6 +121,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Plants in a GET /plants page when the request gives no limit."),
     Setting("max_page_size", _int_in(1, 2**31 - 1), "1000",
             "Largest page; a larger limit is capped to it, not refused."),
+    Setting("compact_dead_share", _float_in(0, 0.99), "0.5",
+            "Compact the JSON-file store in the background once this share of its records "
+            "is dead (deleted plants, settled webhook deliveries); 0 turns it off. "
+            "'plant-store compact' does it by hand."),
     Setting("fsync", _flag, "true",
             "Flush each write to disk before answering. 'false' is UNSAFE: a power loss or "
             "OS crash can lose acknowledged plants. For benchmarks only."),
@@ -117,6 +141,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("url_prefix", _prefix, "",
             "Path the proxy serves the API under (e.g. /api), stripped from request paths "
             "and put back in the URLs the service emits. Empty: served at the root."),
+    Setting("webhook_urls", _urls, "",
+            "Subscriber URLs, space-separated, each sent every new plant's NewPlant JSON. "
+            "Empty: no webhook."),
+    Setting("webhook_secret", str, "",
+            "Shared secret of the X-Plant-Store-Signature HMAC; required with webhook_urls."),
+    Setting("webhook_max_attempts", _int_in(1, 1000), "10",
+            "Attempts per delivery before it is kept as a dead letter."),
+    Setting("webhook_backoff", _float_in(0.001, 3600), "1",
+            "Seconds before the first retry; each later one waits twice as long (at most "
+            "an hour), with random jitter."),
+    Setting("webhook_timeout", _float_in(0.1, 300), "10",
+            "Seconds to wait for a subscriber to connect and answer."),
 )
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
 
@@ -133,12 +169,18 @@ class Config:
     max_body_size: int
     page_size: int
     max_page_size: int
+    compact_dead_share: float
     fsync: bool
     log_level: str
     log_format: str
     trusted_proxy: str
     trusted_proxy_headers: str
     url_prefix: str
+    webhook_urls: tuple[str, ...]
+    webhook_secret: str
+    webhook_max_attempts: int
+    webhook_backoff: float
+    webhook_timeout: float
 
     def __init__(self, **values: Any) -> None:
         unknown = set(values) - set(BY_NAME)
@@ -151,6 +193,8 @@ class Config:
             setattr(self, setting.name, value)
         if not self.token_file:
             self.token_file = os.path.join(self.data_dir, "tokens.json")
+        if self.webhook_urls and not self.webhook_secret:
+            raise ConfigError("setting webhook_urls needs webhook_secret: deliveries are signed")
 
     def __repr__(self) -> str:
         pairs = ", ".join(f"{s.name}={getattr(self, s.name)!r}" for s in SETTINGS)

@@ -1,6 +1,8 @@
-"""The /plants resource: create (a NewPlant in, the Plant out) and list (pages of Plants)."""
+"""The /plants resources: create (a NewPlant in, the Plant out), list (pages of Plants),
+and delete one plant by id."""
 
 import re
+from collections.abc import Callable
 
 import falcon
 import orjson
@@ -10,6 +12,8 @@ from plant_store.schemas import describe, dump_plant, load_new_plant
 from plant_store.stores import Conflict, Store, StoreUnavailable
 
 INT32_MAX = 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_ID = re.compile(r"-?[0-9]{1,19}")
 _LIMIT = re.compile(r"[0-9]{1,10}")
 _LIMIT_RULE = f"an integer from 1 to {INT32_MAX}"
 _CURSOR = re.compile(r"[0-9]{1,18}")
@@ -17,12 +21,15 @@ _CURSOR = re.compile(r"[0-9]{1,18}")
 
 class PlantsResource:
     def __init__(
-        self, store: Store, max_body_size: int, page_size: int = 100, max_page_size: int = 1000
+        self, store: Store, max_body_size: int, page_size: int = 100, max_page_size: int = 1000,
+        webhooks: tuple[str, ...] = (), on_created: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
         self._max_body = max_body_size
         self._page_size = page_size
         self._max_page = max_page_size
+        self._webhooks = webhooks  # each create owes each of these a delivery
+        self._on_created = on_created
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         unknown = sorted(set(req.params) - {"limit", "cursor"})
@@ -48,7 +55,7 @@ class PlantsResource:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         plant = self._load_new_plant(req)
         try:
-            stored, _ = self._store.create(plant)
+            stored, created = self._store.create(plant, self._webhooks)
         except Conflict as exc:
             raise falcon.HTTPConflict(
                 description=f"A plant with id {exc.stored.id} exists with a different name or tag."
@@ -57,6 +64,8 @@ class PlantsResource:
             raise falcon.HTTPServiceUnavailable(
                 description="The store cannot save plants right now; the plant was not created."
             ) from None
+        if created and self._on_created is not None:
+            self._on_created()
         resp.data = orjson.dumps(dump_plant(stored))
         resp.content_type = falcon.MEDIA_JSON
 
@@ -89,6 +98,25 @@ class PlantsResource:
             return load_new_plant(document)
         except ValidationError as exc:
             raise falcon.HTTPBadRequest(description=describe(exc)) from None
+
+
+class PlantResource:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
+        if not _ID.fullmatch(plant_id) or not INT64_MIN <= int(plant_id) <= INT64_MAX:
+            raise falcon.HTTPBadRequest(description=(
+                f"id: must be an integer from {INT64_MIN} to {INT64_MAX}."))
+        try:
+            deleted = self._store.delete(int(plant_id))
+        except StoreUnavailable:
+            raise falcon.HTTPServiceUnavailable(
+                description="The store cannot delete plants right now; the plant was kept."
+            ) from None
+        if not deleted:
+            raise falcon.HTTPNotFound(description=f"There is no plant with id {int(plant_id)}.")
+        resp.status = falcon.HTTP_204
 
 
 def _too_large(limit: int) -> falcon.HTTPContentTooLarge:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import waitress
 
-from plant_store import access_log
+from plant_store import access_log, webhooks
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import Store
@@ -39,8 +39,10 @@ def serve(
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve until a stop signal, then close ``store``; ``on_ready(url)`` runs once bound."""
+    worker = webhooks.start(config, store)
     try:
-        server = create_server(create_app(config, store=store, tokens=tokens), config)
+        app = create_app(config, store=store, tokens=tokens, webhooks=worker)
+        server = create_server(app, config)
         url = f"http://{server.effective_host}:{server.effective_port}{config.url_prefix}"
         if on_ready:
             on_ready(url)
@@ -52,6 +54,8 @@ def serve(
         # send the answer (workers write their own answers), waits up to 5 s, and returns.
         server.run()
     finally:
+        if worker is not None:
+            worker.stop()  # after the last request: their deliveries are in the outbox
         store.close()
         access_log.flush_all()  # the last requests' lines before the closing line
     log.info("plant-store stopped")

@@ -29,7 +29,7 @@ class BrokenStore(MemoryStore):
         super().__init__()
         self.error = error
 
-    def create(self, plant):
+    def create(self, plant, webhooks=()):
         raise self.error
 
 

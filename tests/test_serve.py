@@ -69,9 +69,9 @@ SLOW_STORE = """
 import time
 from plant_store.stores.jsonfile import JsonFileStore
 create = JsonFileStore.create
-def slow_create(self, plant):
+def slow_create(self, plant, webhooks=()):
     time.sleep(1.5)
-    return create(self, plant)
+    return create(self, plant, webhooks)
 JsonFileStore.create = slow_create
 """
 

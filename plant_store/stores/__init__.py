@@ -26,4 +26,5 @@ __all__ = [
 def open_store(config: Config) -> Store:
     if config.store == "memory":
         return MemoryStore()
-    return JsonFileStore(config.data_dir, fsync=config.fsync)
+    return JsonFileStore(config.data_dir, fsync=config.fsync,
+                         compact_share=config.compact_dead_share)

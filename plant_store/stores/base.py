@@ -2,11 +2,17 @@
 
 A store maps an int64 id to a plant. ``create`` is idempotent: the same plant again is a
 replay, a different plant under a stored id is a :class:`Conflict`. A store that cannot
-write raises :class:`StoreUnavailable` and keeps nothing of the failed write.
+write raises :class:`StoreUnavailable` and keeps nothing of the failed write. Beside the
+plants it keeps the webhook outbox, so a create and the deliveries it owes are one write.
 """
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from plant_store.stores.outbox import Delivery
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +47,13 @@ def replay(stored: Plant, plant: Plant) -> Plant:
 
 class Store(abc.ABC):
     @abc.abstractmethod
-    def create(self, plant: Plant) -> tuple[Plant, bool]:
-        """Store ``plant``; return the stored plant and whether this call created it."""
+    def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
+        """Store ``plant``; return the stored plant and whether this call created it. A
+        create (not a replay) also owes a delivery of the NewPlant to each webhook URL."""
+
+    @abc.abstractmethod
+    def delete(self, plant_id: int) -> bool:
+        """Remove the plant; False when no plant has that id. The id may be created again."""
 
     @abc.abstractmethod
     def get(self, plant_id: int) -> Plant | None:
@@ -57,6 +68,14 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def __len__(self) -> int:
         """How many plants are stored."""
+
+    @abc.abstractmethod
+    def deliveries(self, *, dead: bool = False) -> "list[Delivery]":
+        """Webhook deliveries still owed (or, with ``dead``, given up on), oldest first."""
+
+    @abc.abstractmethod
+    def settle(self, delivery_id: str, state: str, error: str | None = None) -> None:
+        """Record an outcome of a delivery (one of ``outbox.STATES``); KeyError if unknown."""
 
     def check(self) -> None:
         """Raise :class:`StoreUnavailable` when the store cannot serve requests."""

@@ -1,8 +1,16 @@
 """The JSON Lines format of the JSON-file store, and reading it back.
 
-One record a line, each a JSON object with an ``op``. A line is only ever appended, so a
-crash can tear at most the last one; anything invalid before it is corruption, which is
-reported with its line number and never repaired silently.
+One record a line, each a JSON object with an ``op``:
+
+- ``create``: a plant (``id``, ``name``, optional ``tag``), with the webhook deliveries it
+  owes (``webhooks``: ``[{"id", "url"}]``) and, in a compacted file, its ``seq``;
+- ``delete``: ``id``;
+- ``delivery``: an outcome (``state`` delivered/failed/dead/retry, ``error``) of ``id``;
+- ``compacted``: the first line of a compacted file, with the ``next_seq`` to go on from;
+- ``outbox``: in a compacted file, a delivery still owed or dead, with its state.
+
+A line is only ever appended, so a crash can tear at most the last one; anything invalid
+before it is corruption, which is reported with its line number and never repaired.
 """
 
 from dataclasses import dataclass
@@ -10,6 +18,8 @@ from dataclasses import dataclass
 import orjson
 
 from plant_store.stores.base import Plant, StoreError
+from plant_store.stores.order import CreationOrder
+from plant_store.stores.outbox import STATES, Delivery, Outbox, new_plant_json
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -20,11 +30,33 @@ class CorruptJournal(StoreError):
         self.path, self.lineno, self.reason = path, lineno, reason
 
 
-def encode_create(plant: Plant) -> bytes:
+def encode_create(plant: Plant, seq: int | None = None,
+                  deliveries: list[Delivery] | tuple = ()) -> bytes:
     record = {"op": "create", "id": plant.id, "name": plant.name}
     if plant.tag is not None:
         record["tag"] = plant.tag
+    if seq is not None:
+        record["seq"] = seq
+    if deliveries:
+        record["webhooks"] = [{"id": d.id, "url": d.url} for d in deliveries]
     return orjson.dumps(record)
+
+
+def encode_delete(plant_id: int) -> bytes:
+    return orjson.dumps({"op": "delete", "id": plant_id})
+
+
+def encode_outcome(delivery_id: str, state: str, error: str | None) -> bytes:
+    return orjson.dumps({"op": "delivery", "id": delivery_id, "state": state, "error": error})
+
+
+def encode_outbox(d: Delivery) -> bytes:
+    return orjson.dumps({"op": "outbox", "id": d.id, "url": d.url, "body": orjson.Fragment(d.body),
+                         "attempts": d.attempts, "error": d.error, "dead": d.dead})
+
+
+def encode_header(next_seq: int) -> bytes:
+    return orjson.dumps({"op": "compacted", "next_seq": next_seq})
 
 
 def decode_plant(record: bytes) -> Plant:
@@ -32,46 +64,116 @@ def decode_plant(record: bytes) -> Plant:
     return Plant(fields["id"], fields["name"], fields.get("tag"))
 
 
-def _check_create(record: dict) -> int:
-    plant_id, name = record.get("id"), record.get("name")
-    if type(plant_id) is not int or not INT64_MIN <= plant_id <= INT64_MAX:
-        raise ValueError("id is not an int64")
-    if type(name) is not str:
-        raise ValueError("name is not a string")
+def _int(record: dict, key: str, low: int = INT64_MIN, high: int = INT64_MAX) -> int:
+    value = record.get(key)
+    if type(value) is not int or not low <= value <= high:
+        raise ValueError(f"{key} is not an integer from {low} to {high}")
+    return value
+
+
+def _str(record: dict, key: str, optional: bool = False) -> str | None:
+    value = record.get(key)
+    if not (type(value) is str or (optional and value is None)):
+        raise ValueError(f"{key} is not a string")
+    return value
+
+
+def _plant(record: dict) -> Plant:
+    plant = Plant(_int(record, "id"), _str(record, "name"))
     if "tag" in record and type(record["tag"]) is not str:
         raise ValueError("tag is not a string")
-    return plant_id
+    return Plant(plant.id, plant.name, record.get("tag"))
 
 
 @dataclass
 class Journal:
-    """What a journal file holds: the live records by id, and where its valid part ends."""
+    """What a journal file holds: live plants by id as (seq, create record), their order,
+    the outbox, where the valid part ends, and how many records it has."""
 
     path: str
-    index: dict[int, bytes]
+    index: dict[int, tuple[int, bytes]]
+    order: CreationOrder
+    outbox: Outbox
     size: int
     torn: int
+    records: int
+
+
+class _Replay:
+    def __init__(self) -> None:
+        self.index: dict[int, tuple[int, bytes]] = {}
+        self.order = CreationOrder()
+        self.outbox = Outbox()
+
+    def apply(self, line: bytes, record: dict) -> None:
+        op = record.get("op")
+        if op == "create":
+            self._create(line, record)
+        elif op == "delete":
+            plant_id = _int(record, "id")
+            if plant_id not in self.index:
+                raise ValueError(f"id {plant_id} is deleted but not stored")
+            self.order.remove(self.index.pop(plant_id)[0])
+        elif op == "delivery":
+            state = record.get("state")
+            if state not in STATES:
+                raise ValueError("state is not a delivery state")
+            try:
+                self.outbox.settle(_str(record, "id"), state, _str(record, "error", True))
+            except KeyError:
+                raise ValueError("the delivery is not in the outbox") from None
+        elif op == "outbox":
+            body = record.get("body")
+            if type(body) is not dict:
+                raise ValueError("body is not an object")
+            dead = record.get("dead")
+            if type(dead) is not bool:
+                raise ValueError("dead is not a boolean")
+            plant = _plant(body)
+            self.outbox.add(Delivery(
+                _str(record, "id"), plant.id, _str(record, "url"), new_plant_json(plant),
+                _int(record, "attempts", 0), _str(record, "error", True), dead))
+        elif op == "compacted":
+            self.order.next_seq = max(self.order.next_seq, _int(record, "next_seq", 0))
+        else:
+            raise ValueError("unknown op")
+
+    def _create(self, line: bytes, record: dict) -> None:
+        plant = _plant(record)
+        if plant.id in self.index:
+            raise ValueError(f"id {plant.id} is created twice")
+        seq = _int(record, "seq", 0) if "seq" in record else None
+        webhooks = record.get("webhooks", [])
+        if type(webhooks) is not list:
+            raise ValueError("webhooks is not a list")
+        if not all(type(hook) is dict for hook in webhooks):
+            raise ValueError("a webhook is not an object")
+        body = new_plant_json(plant)
+        owed = [Delivery(_str(hook, "id"), plant.id, _str(hook, "url"), body) for hook in webhooks]
+        for delivery in owed:
+            self.outbox.add(delivery)
+        if seq is not None or webhooks:
+            line = encode_create(plant)  # the index keeps just the plant
+        self.index[plant.id] = (self.order.add(plant.id, seq), line)
 
 
 def read(path: str, data: bytes) -> Journal:
-    """Replay ``data`` (the bytes of ``path``) into an index; raise CorruptJournal."""
+    """Replay ``data`` (the bytes of ``path``); raise CorruptJournal."""
     lines = data.split(b"\n")
     tail = lines.pop()  # bytes after the last newline: empty unless the last append tore
-    index: dict[int, bytes] = {}
+    state = _Replay()
     size = 0
     last = len(lines)
     for lineno, line in enumerate(lines, 1):
         try:
             record = orjson.loads(line)
-            if type(record) is not dict or record.get("op") != "create":
-                raise ValueError("not a create record")
-            plant_id = _check_create(record)
-            if plant_id in index:
-                raise ValueError(f"id {plant_id} is created twice")
+            if type(record) is not dict:
+                raise ValueError("not a JSON object")
+            state.apply(line, record)
         except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
             if lineno == last and not tail:
-                return Journal(path, index, size, len(data) - size)
+                return Journal(path, state.index, state.order, state.outbox, size,
+                               len(data) - size, lineno - 1)
             raise CorruptJournal(path, lineno, str(exc)) from None
-        index[plant_id] = line
         size += len(line) + 1
-    return Journal(path, index, size, len(tail))
+    return Journal(path, state.index, state.order, state.outbox, size, len(tail), last)

@@ -1,41 +1,63 @@
-"""Plants in a dict under a lock: fast, and gone when the process ends.
+"""Plants in a dict under a lock: fast, and gone when the process ends (the webhook
+outbox too).
 
-Each plant is kept as a ``(name, tag)`` tuple, not a Plant: the garbage collector stops
-tracking tuples of strings, so a million stored plants do not make every full collection
-walk a million objects.
+Each plant is kept as a ``(seq, name, tag)`` tuple, not a Plant: the garbage collector
+stops tracking tuples of ints and strings, so a million stored plants do not make every
+full collection walk a million objects.
 """
 
 import threading
+from collections.abc import Sequence
 
 from plant_store.stores.base import Plant, Store, replay
+from plant_store.stores.order import CreationOrder
+from plant_store.stores.outbox import Delivery, Outbox, deliveries_for
 
 
 class MemoryStore(Store):
     def __init__(self) -> None:
-        self._plants: dict[int, tuple[str, str | None]] = {}
-        self._order: list[int] = []  # ids in creation order: a page is one slice of it
+        self._plants: dict[int, tuple[int, str, str | None]] = {}
+        self._order = CreationOrder()
+        self._outbox = Outbox()
         self._lock = threading.Lock()
 
-    def create(self, plant: Plant) -> tuple[Plant, bool]:
-        fields = (plant.name, plant.tag)
+    def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
         with self._lock:
-            stored = self._plants.setdefault(plant.id, fields)
-            if stored is fields:
-                self._order.append(plant.id)
-        if stored is fields:
-            return plant, True
-        return replay(Plant(plant.id, *stored), plant), False
+            stored = self._plants.get(plant.id)
+            if stored is None:
+                seq = self._order.add(plant.id)
+                self._plants[plant.id] = (seq, plant.name, plant.tag)
+                if webhooks:
+                    for delivery in deliveries_for(plant, tuple(webhooks)):
+                        self._outbox.add(delivery)
+                return plant, True
+        return replay(Plant(plant.id, *stored[1:]), plant), False
+
+    def delete(self, plant_id: int) -> bool:
+        with self._lock:
+            stored = self._plants.pop(plant_id, None)
+            if stored is not None:
+                self._order.remove(stored[0])
+        return stored is not None
 
     def get(self, plant_id: int) -> Plant | None:
         stored = self._plants.get(plant_id)
-        return None if stored is None else Plant(plant_id, *stored)
+        return None if stored is None else Plant(plant_id, *stored[1:])
 
     def page(self, start: int, limit: int) -> tuple[list[Plant], int | None]:
         with self._lock:
-            ids, end = self._order[start:start + limit], len(self._order)
-            plants = [Plant(plant_id, *self._plants[plant_id]) for plant_id in ids]
-        after = start + len(ids)
-        return plants, after if after < end else None
+            entries = self._order.page(start, limit)
+            plants = [Plant(plant_id, *self._plants[plant_id][1:])
+                      for _, plant_id in entries[:limit]]
+        return plants, entries[limit][0] if len(entries) > limit else None
 
     def __len__(self) -> int:
         return len(self._plants)
+
+    def deliveries(self, *, dead: bool = False) -> list[Delivery]:
+        with self._lock:
+            return self._outbox.list(dead=dead)
+
+    def settle(self, delivery_id: str, state: str, error: str | None = None) -> None:
+        with self._lock:
+            self._outbox.settle(delivery_id, state, error)

@@ -111,3 +111,65 @@ def test_json_file_store_lists_in_creation_order_after_reopen(tmp_path):
             store.create(Plant(plant_id, "x"))
     with JsonFileStore(str(tmp_path)) as store:
         assert store.page(1, 5) == ([Plant(1, "x"), Plant(2, "x")], None)
+
+
+def test_delete_removes_the_plant_and_the_id_can_be_created_again(store):
+    store.create(Plant(1, "Fern"))
+    store.create(Plant(2, "Palm"))
+    assert store.delete(1) is True
+    assert store.delete(1) is False
+    assert store.delete(99) is False
+    assert (store.get(1), len(store)) == (None, 1)
+    assert store.create(Plant(1, "Other", "new")) == (Plant(1, "Other", "new"), True)
+    assert store.page(0, 10) == ([Plant(2, "Palm"), Plant(1, "Other", "new")], None)
+
+
+def test_a_cursor_stays_valid_when_plants_before_and_at_it_are_deleted(store):
+    for plant_id in range(6):
+        store.create(Plant(plant_id, "x"))
+    page, cursor = store.page(0, 2)
+    assert [p.id for p in page] == [0, 1]
+    store.delete(1)
+    store.delete(2)  # the first plant of the next page
+    page, cursor = store.page(cursor, 2)
+    assert ([p.id for p in page], store.page(cursor, 2)[0]) == ([3, 4], [Plant(5, "x")])
+
+
+def test_racing_deletes_of_one_id_have_exactly_one_winner(store):
+    store.create(Plant(7, "Same"))
+    assert sorted(run_threads(16, lambda i: store.delete(7))) == [False] * 15 + [True]
+
+
+def test_racing_creates_and_deletes_keep_index_and_file_in_step(tmp_path):
+    def churn(i):
+        for n in range(40):
+            store.delete(n)
+            store.create(Plant(n, "again"))
+            store.delete(n + 1000)
+
+    with JsonFileStore(str(tmp_path)) as store:
+        for n in range(40):
+            store.create(Plant(n, "start"))
+            store.create(Plant(n + 1000, "start"))
+        assert run_threads(8, churn) == [None] * 8
+        expected = store.page(0, 100)
+    # Each thread's last word on an id is a create, so all 40 are there, and no 1000+ id.
+    assert sorted(p.id for p in expected[0]) == list(range(40))
+    assert {p.name for p in expected[0]} == {"again"}
+    with JsonFileStore(str(tmp_path)) as store:
+        assert store.page(0, 100) == expected
+
+
+def test_json_file_store_keeps_deletes_across_reopen(tmp_path):
+    with JsonFileStore(str(tmp_path)) as store:
+        for plant_id in (3, 1, 2):
+            store.create(Plant(plant_id, "x"))
+        store.delete(1)
+        store.delete(3)
+        store.create(Plant(3, "again"))
+    lines = (tmp_path / "plants.jsonl").read_bytes().splitlines()
+    assert lines[3:] == [b'{"op":"delete","id":1}', b'{"op":"delete","id":3}',
+                         b'{"op":"create","id":3,"name":"again"}']
+    with JsonFileStore(str(tmp_path)) as store:
+        assert store.page(0, 5) == ([Plant(2, "x"), Plant(3, "again")], None)
+        assert store.get(1) is None

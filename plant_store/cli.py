@@ -1,4 +1,5 @@
-"""The ``plant-store`` command: serve, check the store, and manage tokens.
+"""The ``plant-store`` command: serve, check and compact the store, manage tokens and
+webhook dead letters.
 
 Every failure an operator can cause (bad setting, unwritable data directory, locked store,
 unknown token label) ends with one line on stderr and exit status 2, not a traceback.
@@ -8,8 +9,9 @@ import argparse
 import os
 import sys
 
-from plant_store import __version__, config, logs, server
-from plant_store.stores import StoreError, jsonfile, open_store
+from plant_store import __version__, config, logs, server, webhooks
+from plant_store.stores import JsonFileStore, StoreError, jsonfile, open_store
+from plant_store.stores.lock import StoreLocked
 from plant_store.tokens import TokenError, TokenFile
 
 FIRST_TOKEN_LABEL = "initial"
@@ -30,6 +32,18 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("serve", parents=[settings], help="run the HTTP service")
     commands.add_parser("check", parents=[settings],
                         help="read the JSON-file store and report its state; changes nothing")
+    commands.add_parser("compact", parents=[settings],
+                        help="rewrite the JSON-file store without its dead records (server "
+                             "stopped; a running server compacts by itself)")
+    hooks = commands.add_parser("webhooks", help="see the outbox, resend dead letters")
+    hook_commands = hooks.add_subparsers(dest="webhooks_command", required=True,
+                                         metavar="ACTION")
+    hook_commands.add_parser("list", parents=[settings],
+                             help="deliveries still owed and dead letters; changes nothing")
+    resend = hook_commands.add_parser(
+        "retry", parents=[settings],
+        help="put dead letters back in the outbox (all, or the ids given) to be sent again")
+    resend.add_argument("ids", nargs="*", metavar="ID", help="delivery ids; none means all")
     token = commands.add_parser("token", help="issue, list and revoke bearer tokens")
     token_commands = token.add_subparsers(dest="token_command", required=True, metavar="ACTION")
     add = token_commands.add_parser("add", parents=[settings], help="issue a token, print it once")
@@ -51,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(cfg, tokens)
         if args.command == "check":
             return _check(cfg)
+        if args.command == "compact":
+            return _compact(cfg)
+        if args.command == "webhooks":
+            return _webhooks(args, cfg)
         return _token(args, tokens)
     except (config.ConfigError, StoreError, TokenError) as exc:
         print(f"plant-store: error: {exc}", file=sys.stderr)
@@ -77,10 +95,50 @@ def _serve(cfg: config.Config, tokens: TokenFile) -> int:
 
 def _check(cfg: config.Config) -> int:
     state = jsonfile.inspect(cfg.data_dir)  # raises CorruptJournal, reported by main
+    owed, dead = len(state.outbox.list()), len(state.outbox.list(dead=True))
     print(f"{state.path}: {len(state.index)} plants in {state.size} bytes; OK")
+    print(f"{state.path}: {state.records} records, {owed} webhook deliveries owed, "
+          f"{dead} dead letters")
     if state.torn:
         print(f"{state.path}: a torn last record of {state.torn} bytes will be dropped "
               "at the next start")
+    return 0
+
+
+def _compact(cfg: config.Config) -> int:
+    try:
+        store = JsonFileStore(cfg.data_dir, fsync=cfg.fsync, compact_share=0)
+    except StoreLocked as exc:
+        raise StoreError(f"{exc}; a running server compacts by itself") from None
+    with store:
+        before, after = store.compact()
+    print(f"{store.path}: compacted from {before} to {after} bytes")
+    return 0
+
+
+def _webhooks(args: argparse.Namespace, cfg: config.Config) -> int:
+    state = jsonfile.inspect(cfg.data_dir)
+    dead = state.outbox.list(dead=True)
+    if args.webhooks_command == "list":
+        for delivery in state.outbox.list() + dead:
+            status = "dead" if delivery.dead else "owed"
+            print(f"{delivery.id}\t{status}\t{delivery.attempts} attempts\t{delivery.url}\t"
+                  f"plant {delivery.plant_id}\t{delivery.error or ''}")
+        if not len(state.outbox):
+            print("no deliveries owed and no dead letters", file=sys.stderr)
+        return 0
+    chosen = [d.id for d in dead if not args.ids or d.id in args.ids]
+    unknown = sorted(set(args.ids) - set(chosen))
+    if unknown:
+        raise StoreError(f"{unknown[0]} is not a dead letter; see 'plant-store webhooks list'")
+    try:
+        with JsonFileStore(cfg.data_dir, fsync=cfg.fsync, compact_share=0) as store:
+            webhooks.retry(store, chosen)
+        print(f"{len(chosen)} dead letters back in the outbox; the next server start sends them")
+    except StoreLocked:
+        webhooks.request_retry(cfg.data_dir, chosen)
+        print(f"{len(chosen)} dead letters handed to the running server, which sends them "
+              f"within {webhooks.IDLE:g} s")
     return 0
 
 

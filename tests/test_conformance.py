@@ -42,7 +42,8 @@ def tokens(tmp_path_factory):
 
 
 def make_app(tokens, store=None):
-    return create_app(Config(store="memory"), store=store if store is not None else MemoryStore(), tokens=tokens)
+    store = store if store is not None else MemoryStore()
+    return create_app(Config(store="memory"), store=store, tokens=tokens)
 
 
 # The document as the service serves it, fetched through its own app; the path is public,

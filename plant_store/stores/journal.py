@@ -88,7 +88,7 @@ def _plant(record: dict) -> Plant:
 @dataclass
 class Journal:
     """What a journal file holds: live plants by id as (seq, create record), their order,
-    the outbox, where the valid part ends, and how many records it has."""
+    the outbox, where the valid part ends, and how many records it has (headers aside)."""
 
     path: str
     index: dict[int, tuple[int, bytes]]
@@ -104,6 +104,7 @@ class _Replay:
         self.index: dict[int, tuple[int, bytes]] = {}
         self.order = CreationOrder()
         self.outbox = Outbox()
+        self.headers = 0
 
     def apply(self, line: bytes, record: dict) -> None:
         op = record.get("op")
@@ -134,6 +135,7 @@ class _Replay:
                 _str(record, "id"), plant.id, _str(record, "url"), new_plant_json(plant),
                 _int(record, "attempts", 0), _str(record, "error", True), dead))
         elif op == "compacted":
+            self.headers += 1
             self.order.next_seq = max(self.order.next_seq, _int(record, "next_seq", 0))
         else:
             raise ValueError("unknown op")
@@ -173,7 +175,8 @@ def read(path: str, data: bytes) -> Journal:
         except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
             if lineno == last and not tail:
                 return Journal(path, state.index, state.order, state.outbox, size,
-                               len(data) - size, lineno - 1)
+                               len(data) - size, lineno - 1 - state.headers)
             raise CorruptJournal(path, lineno, str(exc)) from None
         size += len(line) + 1
-    return Journal(path, state.index, state.order, state.outbox, size, len(tail), last)
+    return Journal(path, state.index, state.order, state.outbox, size, len(tail),
+                   last - state.headers)

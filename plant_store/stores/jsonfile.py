@@ -54,6 +54,7 @@ class JsonFileStore(Store):
         self._records = state.records
         self._cond = threading.Condition(threading.Lock())
         self._syncing = False
+        self._draining = False  # a compaction waits for a settled file: appends wait
         self._epoch = 0  # bumped by each rollback, so waiters know their line is gone
         # Appended but not yet durable, by plant or delivery id: (end, undo), oldest first.
         self._unsynced: dict[int | str, tuple[int, Callable[[], None]]] = {}
@@ -207,7 +208,7 @@ class JsonFileStore(Store):
                     os.close(self._fd)
                     self._fd, fd = fd, -1  # the new file is the journal now
                     self._durable = self._end = size
-                    self._records = len(lines) + tail.count(b"\n")
+                    self._records = len(lines) - 1 + tail.count(b"\n")  # the header aside
                     self._fsync_dir()
             except OSError as exc:
                 if not renamed:
@@ -282,17 +283,27 @@ class JsonFileStore(Store):
     # Called with self._cond held.
 
     def _wait_for(self, key: int | str) -> None:
-        """Wait until no other change of ``key`` is waiting for its fsync."""
-        while key in self._unsynced:
-            self._sync_through(self._unsynced[key][0], self._epoch)
-
-    def _settle(self) -> None:
-        """Wait until everything appended is durable and no fsync is running."""
-        while self._syncing or self._durable < self._end:
-            if self._syncing:
+        """Wait until no compaction holds appends back and no other change of ``key`` is
+        waiting for its fsync; the caller then appends without letting go of the lock."""
+        while self._draining or key in self._unsynced:
+            if self._draining:
                 self._cond.wait()
             else:
-                self._sync_through(self._end, self._epoch)
+                self._sync_through(self._unsynced[key][0], self._epoch)
+
+    def _settle(self) -> None:
+        """Hold new appends back until everything appended is durable and no fsync runs;
+        without that, a steady stream of writers could keep the compaction waiting."""
+        self._draining = True
+        try:
+            while self._syncing or self._durable < self._end:
+                if self._syncing:
+                    self._cond.wait()
+                else:
+                    self._sync_through(self._end, self._epoch)
+        finally:
+            self._draining = False
+            self._cond.notify_all()
 
     def _commit(self, line: bytes, key: int | str, apply: Callable[[], Callable[[], None]]) -> None:
         """Append ``line``, ``apply`` its change, and wait until the line is durable; the

@@ -6,6 +6,10 @@ import os
 from plant_store.stores.base import StoreError
 
 
+class StoreLocked(StoreError):
+    """Another process holds the data directory."""
+
+
 def acquire(path: str) -> int:
     """Lock ``path`` exclusively and write our PID into it; return the open descriptor."""
     try:
@@ -17,7 +21,7 @@ def acquire(path: str) -> int:
     except BlockingIOError:
         owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
         os.close(fd)
-        raise StoreError(
+        raise StoreLocked(
             f"{os.path.dirname(path) or '.'} is in use by another plant-store process "
             f"(PID {owner}); stop it or choose another data directory"
         ) from None

@@ -1,0 +1,248 @@
+"""Compaction: the live state in a new file, renamed into place; a failure or a crash at
+any step leaves the old file or the new one, whole, and the same plants and deliveries."""
+
+import errno
+import os
+import threading
+
+import pytest
+
+from plant_store.stores import JsonFileStore, Plant, StoreUnavailable
+from plant_store.stores.jsonfile import COMPACT_FILE, DATA_FILE
+from serverproc import run_cli
+
+HOOK = ("http://127.0.0.1:9/hook",)
+
+
+def fill(store):
+    """Plants with deletes and re-creates, and deliveries pending, failed, dead and done."""
+    for plant_id in range(30):
+        store.create(Plant(plant_id, f"p{plant_id} \U0001f331", "t" if plant_id % 3 else None),
+                     HOOK if plant_id < 4 else ())
+    for plant_id in range(0, 30, 2):
+        store.delete(plant_id)
+    store.create(Plant(4, "back"))
+    first, second, third, *_ = store.deliveries()
+    store.settle(first.id, "delivered")
+    store.settle(second.id, "failed", "HTTP 500")
+    store.settle(third.id, "dead", "refused")
+
+
+def state(store):
+    """Everything a client or the webhook worker can see, with cursors."""
+    pages, cursor = [], 0
+    while cursor is not None:
+        page, cursor = store.page(cursor, 4)
+        pages.append((page, cursor))
+    return pages, store.deliveries(), store.deliveries(dead=True), len(store)
+
+
+def test_compaction_keeps_plants_order_cursors_and_outbox(tmp_path):
+    path = tmp_path / DATA_FILE
+    with JsonFileStore(str(tmp_path)) as store:
+        fill(store)
+        before = state(store)
+        size = path.stat().st_size
+        assert store.dead_share() > 0.3
+        assert store.compact() == (size, path.stat().st_size)
+        assert path.stat().st_size < size and store.dead_share() == 0
+        assert state(store) == before
+        store.create(Plant(100, "after"))  # appends go to the new file
+        after = state(store)
+    assert not (tmp_path / COMPACT_FILE).exists()
+    with JsonFileStore(str(tmp_path)) as store:
+        assert state(store) == after
+        assert store.page(after[0][1][1] or 0, 100)[0][-1] == Plant(100, "after")
+
+
+def test_changes_made_while_the_new_file_is_written_are_carried_over(tmp_path):
+    class Busy(JsonFileStore):
+        def _write(self, fd, data):
+            if fd != self._fd and not self.meddled:  # the compacted file's first write
+                self.meddled = True
+                self.create(Plant(500, "during"))
+                self.delete(1)
+            return JsonFileStore._write(fd, data)
+
+    with Busy(str(tmp_path)) as store:
+        store.meddled = False
+        fill(store)
+        store.compact()
+        assert store.meddled
+        expected = state(store)
+        assert store.get(500) == Plant(500, "during") and store.get(1) is None
+    with JsonFileStore(str(tmp_path)) as store:
+        assert state(store) == expected
+
+
+class Failing(JsonFileStore):
+    """Fails one named step of a compaction."""
+
+    step = None
+
+    def _write(self, fd, data):
+        if self.step == "write" and fd != self._fd:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return JsonFileStore._write(fd, data)
+
+    def _fsync_fd(self, fd):
+        target = "fsync-dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "fsync"
+        if self.step == target and (target == "fsync-dir" or fd != self._fd):
+            raise OSError(errno.EIO, "Input/output error")
+        JsonFileStore._fsync_fd(fd)
+
+    def _replace(self, src, dst):
+        if self.step == "rename":
+            raise OSError(errno.EROFS, "Read-only file system")
+        os.replace(src, dst)
+
+
+@pytest.mark.parametrize("step", ["write", "fsync", "rename"])
+def test_a_failed_step_keeps_the_old_file_in_use(tmp_path, step):
+    path = tmp_path / DATA_FILE
+    with Failing(str(tmp_path)) as store:
+        fill(store)
+        expected, old = state(store), path.read_bytes()
+        store.step = step
+        with pytest.raises(StoreUnavailable, match="compact"):
+            store.compact()
+        assert path.read_bytes() == old and not (tmp_path / COMPACT_FILE).exists()
+        store.step = None
+        store.check()
+        store.create(Plant(200, "still writable"))
+        assert path.read_bytes().startswith(old)
+        store.compact()  # and a later compaction succeeds
+        expected = state(store)
+    with JsonFileStore(str(tmp_path)) as store:
+        assert state(store) == expected
+
+
+def test_a_failed_directory_fsync_after_the_rename_stops_writes_until_restart(tmp_path):
+    with Failing(str(tmp_path)) as store:
+        fill(store)
+        expected = state(store)
+        store.step = "fsync-dir"
+        with pytest.raises(StoreUnavailable):
+            store.compact()
+        store.step = None
+        with pytest.raises(StoreUnavailable, match="restart"):
+            store.check()
+        with pytest.raises(StoreUnavailable):
+            store.create(Plant(300, "refused"))
+    with JsonFileStore(str(tmp_path)) as store:
+        assert state(store) == expected
+
+
+def crash_at(tmp_path, n):
+    """In a child process: fill a store, compact it, and die at the n-th system call of
+    the compaction (write, fsync or rename). Returns False once n is past the last one."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            class Crashing(JsonFileStore):
+                calls = None
+
+                def _count(self):
+                    if self.calls is not None:
+                        self.calls += 1
+                        if self.calls == n:
+                            os._exit(9)  # as sudden as kill -9: no cleanup, no flush
+
+                def _write(self, fd, data):
+                    self._count()
+                    return JsonFileStore._write(fd, data)
+
+                def _fsync_fd(self, fd):
+                    self._count()
+                    JsonFileStore._fsync_fd(fd)
+
+                def _replace(self, src, dst):
+                    self._count()
+                    os.replace(src, dst)
+
+            store = Crashing(str(tmp_path))
+            fill(store)
+            store.calls = 0
+            store.compact()
+            os._exit(0)
+        except BaseException:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) in (0, 9)
+    return os.WEXITSTATUS(status) == 9
+
+
+def test_a_crash_at_any_step_leaves_a_whole_file_with_the_same_state(tmp_path):
+    reference = tmp_path / "reference"
+    with JsonFileStore(str(reference)) as store:
+        fill(store)
+        expected = state(store)
+        deliveries = [(d.id, d.attempts, d.dead) for d in expected[1] + expected[2]]
+    n = 1
+    while True:
+        data = tmp_path / f"crash-{n}"
+        crashed = crash_at(data, n)
+        with JsonFileStore(str(data)) as store:  # no warning of a torn line, no corruption
+            got = state(store)
+            assert (got[0], got[3]) == (expected[0], expected[3]), f"crash at call {n}"
+            assert [(d.attempts, d.dead) for d in got[1] + got[2]] == [
+                (attempts, dead) for _, attempts, dead in deliveries]
+        assert not (data / COMPACT_FILE).exists()
+        if not crashed:
+            break
+        n += 1
+    assert n >= 5  # write, write of the tail, fsync, rename, fsync of the directory
+
+
+def test_compaction_starts_by_itself_past_the_dead_share(tmp_path, monkeypatch):
+    monkeypatch.setattr(JsonFileStore, "MIN_COMPACT_RECORDS", 60)  # the last delete
+    path = tmp_path / DATA_FILE
+    with JsonFileStore(str(tmp_path), compact_share=0.5) as store:
+        for plant_id in range(40):
+            store.create(Plant(plant_id, "x"))
+        for plant_id in range(20):
+            store.delete(plant_id)  # 60 records, 20 live, 2/3 dead: past 0.5
+        store._compactor.join(timeout=10)
+        assert store.dead_share() == 0
+        assert len(path.read_bytes().splitlines()) == 21  # a header and 20 plants
+        assert store.page(0, 100)[0] == [Plant(i, "x") for i in range(20, 40)]
+
+
+def test_no_compaction_below_the_share_or_when_switched_off(tmp_path, monkeypatch):
+    monkeypatch.setattr(JsonFileStore, "MIN_COMPACT_RECORDS", 10)
+    for share, deletes in ((0.5, 6), (0, 19)):  # 12 of 26 records dead; 38 of 39
+        data = tmp_path / str(share)
+        with JsonFileStore(str(data), compact_share=share) as store:
+            for plant_id in range(20):
+                store.create(Plant(plant_id, "x"))
+            for plant_id in range(deletes):
+                store.delete(plant_id)
+            assert store._compactor is None
+            assert len((data / DATA_FILE).read_bytes().splitlines()) == 20 + deletes
+
+
+def test_compact_command_and_a_compaction_racing_writers(tmp_path):
+    with JsonFileStore(str(tmp_path)) as store:
+        fill(store)
+        stop = threading.Event()
+
+        def write():
+            n = 1000
+            while not stop.is_set():
+                store.create(Plant(n, "racer"))
+                store.delete(n - 1) if n % 2 else None
+                n += 1
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        for _ in range(5):
+            store.compact()
+        stop.set()
+        writer.join()
+        expected = state(store)
+    size = (tmp_path / DATA_FILE).stat().st_size
+    result = run_cli("compact", "--data-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert f"from {size} to" in result.stdout
+    with JsonFileStore(str(tmp_path)) as store:
+        assert state(store) == expected

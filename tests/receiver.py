@@ -1,0 +1,61 @@
+"""A webhook subscriber on loopback that records what it gets and fails when told to."""
+
+import http.server
+import threading
+import time
+
+
+class Receiver:
+    """``answers``: statuses for the first requests, in order (then ``then``); ``delay``:
+    seconds to wait before answering."""
+
+    def __init__(self, answers=(), then=200, delay=0.0, port=0):
+        self.answers, self.then, self.delay = list(answers), then, delay
+        self.requests = []  # (headers, body, status given)
+        self.arrivals = 0  # requests read, answered or not yet
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.arrivals += 1
+                time.sleep(receiver.delay)
+                with receiver.lock:
+                    status = receiver.answers.pop(0) if receiver.answers else receiver.then
+                    receiver.requests.append((dict(self.headers), body, status))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def delivered(self):
+        """(headers, body) of the requests answered 2xx."""
+        with self.lock:
+            return [(h, b) for h, b, status in self.requests if 200 <= status < 300]
+
+    def wait_for(self, count, timeout=15, delivered=True):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self.delivered() if delivered else list(self.requests)
+            if len(got) >= count:
+                return got
+            time.sleep(0.02)
+        raise AssertionError(f"{len(self.requests)} requests, wanted {count}: {self.requests}")
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()

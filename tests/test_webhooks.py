@@ -1,0 +1,193 @@
+"""The new-plant webhook: signed deliveries from a durable outbox, retried with back-off,
+dead letters, restart and kill -9 survival, and a clean stop; against a real receiver."""
+
+import errno
+import hashlib
+import hmac
+import json
+import signal
+import socket
+import time
+from urllib.parse import urlsplit
+
+import pytest
+
+from plant_store import webhooks
+from plant_store.config import Config
+from plant_store.stores import JsonFileStore, MemoryStore, Plant, StoreUnavailable
+from receiver import Receiver
+from serverproc import Server, run_cli
+
+SECRET = "s3cret \u00e9"
+
+
+def settings(receiver_url, **overrides):
+    return Config(store="memory", webhook_urls=(receiver_url,), webhook_secret=SECRET,
+                  webhook_backoff=0.05, webhook_timeout=2, **overrides)
+
+
+def serve_flags(*urls, attempts=10):
+    return ["--webhook-urls", " ".join(urls), "--webhook-secret", SECRET,
+            "--webhook-backoff", "0.05", "--webhook-max-attempts", str(attempts),
+            "--webhook-timeout", "2"]
+
+
+def verify(headers, body):
+    """What a receiver does: the HMAC of the raw body, compared in constant time."""
+    expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(headers["X-Plant-Store-Signature"], expected)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_signature_and_backoff():
+    assert webhooks.sign("key", b"body") == (
+        "sha256=" + hmac.new(b"key", b"body", hashlib.sha256).hexdigest())
+    for attempts, ceiling in ((1, 1.0), (2, 2.0), (5, 16.0), (40, webhooks.MAX_BACKOFF)):
+        delays = [webhooks.backoff(1.0, attempts) for _ in range(200)]
+        assert all(ceiling / 2 <= d <= ceiling for d in delays)
+        assert len(set(delays)) > 100  # jitter: retries of many deliveries spread out
+
+
+def test_retries_until_the_receiver_accepts_then_settles(tmp_path):
+    with Receiver(answers=[500, 503]) as receiver:
+        store = JsonFileStore(str(tmp_path))
+        worker = webhooks.WebhookWorker(store, settings(receiver.url)).start()
+        try:
+            plant = Plant(7, "Fern \U0001f331", "green")
+            store.create(plant, (receiver.url,))
+            worker.wake()
+            receiver.wait_for(1)
+            deadline = time.monotonic() + 5
+            while store.deliveries() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            worker.stop()
+            store.close()
+    assert [status for _, _, status in receiver.requests] == [500, 503, 200]
+    ids = {headers["X-Plant-Store-Delivery"] for headers, _, _ in receiver.requests}
+    assert len(ids) == 1  # the same delivery id on every try: receivers dedupe on it
+    for headers, body, _ in receiver.requests:
+        assert headers["Content-Type"] == "application/json"
+        assert verify(headers, body)
+        assert json.loads(body) == {"id": 7, "name": "Fern \U0001f331", "tag": "green"}
+    with JsonFileStore(str(tmp_path)) as store:
+        assert store.deliveries() == [] and store.deliveries(dead=True) == []
+
+
+def test_a_replay_owes_nothing_and_each_subscriber_gets_its_own_delivery():
+    store = MemoryStore()
+    urls = ("http://127.0.0.1:1/a", "http://127.0.0.1:1/b")
+    store.create(Plant(1, "Fern"), urls)
+    store.create(Plant(1, "Fern"), urls)
+    owed = store.deliveries()
+    assert [d.url for d in owed] == list(urls)
+    assert len({d.id for d in owed}) == 2 and {d.body for d in owed} == {b'{"id":1,"name":"Fern"}'}
+
+
+def test_an_unacknowledged_create_is_not_announced(tmp_path):
+    class SlowFailingFsync(JsonFileStore):
+        fail = False
+
+        def _fsync_fd(self, fd):
+            if self.fail:
+                raise OSError(errno.EIO, "Input/output error")
+            JsonFileStore._fsync_fd(fd)
+
+    with SlowFailingFsync(str(tmp_path)) as store:
+        store.fail = True
+        with pytest.raises(StoreUnavailable):
+            store.create(Plant(1, "never"), ("http://127.0.0.1:1/hook",))
+        store.fail = False
+        assert store.deliveries() == [] and len(store) == 0
+
+
+def test_dead_letters_are_listed_and_retried_by_the_command(tmp_path):
+    data = tmp_path / "data"
+    with Receiver(then=500) as receiver:
+        with Server(data, *serve_flags(receiver.url, attempts=3)) as server:
+            status, _, _ = server.request("POST", "/plants", {"id": 1, "name": "Fern"},
+                                          token=server.first_token)
+            assert status == 200
+            receiver.wait_for(3, delivered=False)
+            time.sleep(0.2)
+            assert server.stop() == 0
+        assert len(receiver.requests) == 3  # max attempts, then no more
+    log = "".join(server.stderr)
+    assert "kept as a dead letter" in log
+
+    listed = run_cli("webhooks", "list", "--data-dir", str(data))
+    assert listed.returncode == 0, listed.stderr
+    (line,) = listed.stdout.splitlines()
+    delivery_id, state, attempts, url, plant, error = line.split("\t")
+    assert (state, attempts, plant) == ("dead", "3 attempts", "plant 1")
+    assert error == "HTTP 500 Internal Server Error"
+    assert run_cli("webhooks", "retry", "nope", "--data-dir", str(data)).returncode == 2
+
+    retried = run_cli("webhooks", "retry", delivery_id, "--data-dir", str(data))
+    assert retried.returncode == 0 and "1 dead letters back in the outbox" in retried.stdout
+    assert "\towed\t0 attempts\t" in run_cli("webhooks", "list", "--data-dir", str(data)).stdout
+    port = urlsplit(url).port  # the same subscriber, now answering
+    with Receiver(port=port) as receiver, Server(data, *serve_flags(receiver.url)):
+        ((headers, body),) = receiver.wait_for(1)
+    assert headers["X-Plant-Store-Delivery"] == delivery_id and verify(headers, body)
+    assert run_cli("webhooks", "list", "--data-dir", str(data)).stdout == ""
+
+
+def test_retry_of_dead_letters_reaches_a_running_server(tmp_path):
+    data = tmp_path / "data"
+    with (Receiver(answers=[500, 500]) as receiver,
+          Server(data, *serve_flags(receiver.url, attempts=2)) as server):
+        server.request("POST", "/plants", {"id": 1, "name": "Fern"}, token=server.first_token)
+        receiver.wait_for(2, delivered=False)
+        deadline = time.monotonic() + 5
+        while "dead\t" not in run_cli("webhooks", "list", "--data-dir", str(data)).stdout:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        retried = run_cli("webhooks", "retry", "--data-dir", str(data))
+        assert "handed to the running server" in retried.stdout, retried.stderr
+        ((headers, body),) = receiver.wait_for(1, timeout=webhooks.IDLE + 5)
+        assert verify(headers, body)
+
+
+def test_deliveries_survive_kill_9_and_never_slow_the_create(tmp_path):
+    data = tmp_path / "data"
+    port = free_port()  # nobody listens yet: every attempt is refused
+    url = f"http://127.0.0.1:{port}/hook"
+    with Server(data, *serve_flags(url)) as server:
+        token = server.first_token
+        started = time.monotonic()
+        for plant_id in range(20):
+            status, _, _ = server.request("POST", "/plants", {"id": plant_id, "name": "p"},
+                                          token=token)
+            assert status == 200
+        assert time.monotonic() - started < 5  # no create waited for the dead receiver
+        time.sleep(0.3)  # some failed attempts are recorded
+        server.stop(signal.SIGKILL)
+    with Receiver(port=port) as receiver, Server(data, *serve_flags(url)):
+        got = receiver.wait_for(20)
+        time.sleep(0.2)
+    plant_ids = sorted(json.loads(body)["id"] for _, body in got)
+    assert plant_ids == list(range(20))  # each at least once: after kill -9, maybe twice
+    assert all(verify(headers, body) for headers, body in got)
+
+
+def test_the_worker_stops_cleanly_with_a_delivery_in_flight(tmp_path):
+    data = tmp_path / "data"
+    with Receiver(delay=1.0) as receiver:
+        with Server(data, *serve_flags(receiver.url)) as server:
+            server.request("POST", "/plants", {"id": 1, "name": "Fern"}, token=server.first_token)
+            deadline = time.monotonic() + 5
+            while not receiver.arrivals:  # the worker now waits for the slow answer
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            started = time.monotonic()
+            assert server.stop() == 0
+            assert time.monotonic() - started < 5
+        assert "plant-store stopped" in "".join(server.stderr)
+        assert len(receiver.delivered()) == 1
+    assert run_cli("webhooks", "list", "--data-dir", str(data)).stdout == ""

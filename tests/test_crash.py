@@ -1,4 +1,5 @@
-"""kill -9 under load never loses an acknowledged plant, and never leaves half of one."""
+"""kill -9 under load never loses an acknowledged create or delete, and never leaves half of
+a record, while compactions run (the server compacts after every 100 records here)."""
 
 import http.client
 import itertools
@@ -7,6 +8,7 @@ import random
 import signal
 import threading
 import time
+from collections import Counter
 
 from plant_store.stores import JsonFileStore, Plant
 from serverproc import Server
@@ -28,24 +30,40 @@ def body_of(plant):
     return json.dumps(body)
 
 
-def client(server, token, ids, acked, unanswered, stop):
-    """Create plants on one keep-alive connection until the server dies."""
+# Compaction often, so kills land in the middle of compactions too.
+OFTEN_COMPACTING = ("from plant_store.stores import JsonFileStore\n"
+                    "JsonFileStore.MIN_COMPACT_RECORDS = 100")
+
+
+def client(server, token, ids, log, stop):
+    """Create plants, and delete every even one, on one keep-alive connection until the
+    server dies; ``log`` gets (what, plant) for each answer or its absence."""
     conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def call(method, path, body=None):
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            return response.status
+        except (OSError, http.client.HTTPException):
+            return None
+
     try:
         while not stop.is_set():
             plant = plant_for(next(ids))
-            try:
-                conn.request("POST", "/plants", body=body_of(plant), headers=headers)
-                response = conn.getresponse()
-                response.read()
-            except (OSError, http.client.HTTPException):
-                unanswered.append(plant)
+            status = call("POST", "/plants", body_of(plant))
+            # 503 is allowed: not reported as created
+            log.append(("created" if status == 200 else "create unanswered", plant))
+            if status is None:
                 return
-            if response.status == 200:
-                acked.append(plant)
-            else:
-                unanswered.append(plant)  # 503 is allowed: not reported as created
+            if status == 200 and plant.id % 2 == 0:
+                status = call("DELETE", f"/plants/{plant.id}")
+                log.append(({204: "deleted", None: "delete unanswered", 503: "delete unanswered"}
+                            .get(status, f"delete answered {status}"), plant))
+                if status is None:
+                    return
     finally:
         conn.close()
 
@@ -54,14 +72,13 @@ def test_kill_9_under_load_loses_no_acknowledged_plant(tmp_path):
     start = time.monotonic()
     rng = random.Random(1234)
     ids = itertools.count()  # next() on a count is atomic under the GIL
-    acked, unanswered, token = [], [], None
+    log, token, compacted = [], None, 0
     for _ in range(KILLS):
         assert time.monotonic() - start < TIME_BUDGET, "crash loop ran out of time"
-        server = Server(tmp_path)
+        server = Server(tmp_path, prelude=OFTEN_COMPACTING)
         token = token or server.first_token
         stop = threading.Event()
-        clients = [threading.Thread(target=client,
-                                    args=(server, token, ids, acked, unanswered, stop))
+        clients = [threading.Thread(target=client, args=(server, token, ids, log, stop))
                    for _ in range(8)]
         for thread in clients:
             thread.start()
@@ -71,18 +88,26 @@ def test_kill_9_under_load_loses_no_acknowledged_plant(tmp_path):
         for thread in clients:
             thread.join(15)
         assert server.proc.returncode == -signal.SIGKILL
+        compacted += sum("compacted" in line for line in server.stderr)
 
-    print(f"{KILLS} kills: {len(acked)} acknowledged, {len(unanswered)} unanswered")
-    assert len(acked) > 100, "the load was too light to prove anything"
+    outcome = {}  # plant -> the last answer about it
+    for what, plant in log:
+        outcome[plant] = what
+    counts = Counter(outcome.values())
+    print(f"{KILLS} kills: {dict(counts)}; {compacted} compactions finished")
+    assert compacted > 0
+    assert counts["created"] + counts["deleted"] > 100, "the load was too light to prove anything"
+    assert counts["deleted"] > 50 and not [w for w in counts if w.startswith("delete answered")]
+    unanswered = [plant for plant, what in outcome.items() if what == "create unanswered"]
     with JsonFileStore(str(tmp_path)) as store:
-        for plant in acked:
-            assert store.get(plant.id) == plant
-        for plant in unanswered:
-            assert store.get(plant.id) in (None, plant)  # absent, or whole
+        for plant, what in outcome.items():
+            expected = {"created": (plant,), "deleted": (None,)}.get(what, (None, plant))
+            assert store.get(plant.id) in expected, (what, plant)  # else absent, or whole
         stored = len(store)
-    assert len(acked) <= stored <= len(acked) + len(unanswered)
+    assert counts["created"] <= stored <= len(outcome) - counts["deleted"]
 
     with Server(tmp_path) as server:
         for plant in unanswered:
             status, _, body = server.request("POST", "/plants", body_of(plant), token)
             assert status == 200, body
+

@@ -53,6 +53,15 @@ def test_torn_last_record_is_cut_with_a_warning(tmp_path, caplog, tail):
     (GOOD + b'{"op":"create","id":"3","name":"x"}\n{"op":"create","id":4,"name":"y"}\n', 3),
     (GOOD + b'{"op":"create","id":3,"name":"x","tag":null}\n' + GOOD[:37], 3),
     (GOOD + b'{"op":"explode","id":3}\n' + GOOD[:37], 3),
+    (GOOD + b'{"op":"delete","id":3}\n' + GOOD, 3),
+    (GOOD + b'{"op":"delete","id":1}\n{"op":"delete","id":1}\n' + GOOD, 4),
+    (GOOD + b'{"op":"delivery","id":"x","state":"delivered","error":null}\n' + GOOD, 3),
+    (b'{"op":"create","id":3,"name":"x","webhooks":[{"id":"d","url":"u"}]}\n'
+     b'{"op":"delivery","id":"d","state":"lost","error":null}\n' + GOOD, 2),
+    (b'{"op":"create","id":3,"name":"x","webhooks":{"id":"d"}}\n' + GOOD, 1),
+    (b'{"op":"outbox","id":"d","url":"u","body":{"id":1},"attempts":0,"error":null,'
+     b'"dead":false}\n' + GOOD, 1),
+    (b'{"op":"compacted","next_seq":-1}\n' + GOOD, 1),
 ])
 def test_invalid_record_before_the_last_line_is_corruption(tmp_path, data, lineno):
     path = write_journal(tmp_path, data)
@@ -75,8 +84,10 @@ def test_invalid_record_before_the_last_line_is_corruption(tmp_path, data, linen
 def test_check_reports_a_healthy_store(tmp_path):
     write_journal(tmp_path, GOOD)
     check = run_cli("check", "--data-dir", str(tmp_path))
-    assert (check.returncode, check.stdout.strip()) == (
-        0, f"{tmp_path / 'plants.jsonl'}: 2 plants in {len(GOOD)} bytes; OK")
+    path = tmp_path / "plants.jsonl"
+    assert (check.returncode, check.stdout.splitlines()) == (0, [
+        f"{path}: 2 plants in {len(GOOD)} bytes; OK",
+        f"{path}: 2 records, 0 webhook deliveries owed, 0 dead letters"])
 
 
 class RecordingStore(JsonFileStore):

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +33,13 @@ def http_request(host, port, method, path, body=None, token=None, headers=None, 
         return response.status, response.headers, data
     finally:
         conn.close()
+
+
+def free_port():
+    """A loopback port nobody listens on (yet)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def run_cli(*args, env=None):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from serverproc import Server, http_request
+from serverproc import Server, free_port, http_request
 
 EXAMPLE = pathlib.Path(__file__).parent.parent / "conf" / "nginx.conf.example"
 NGINX = shutil.which("nginx") or next(
@@ -34,12 +34,6 @@ http {{
     include {tmp}/plant-store.conf;
 }}
 """
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Nginx:

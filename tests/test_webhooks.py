@@ -6,7 +6,6 @@ import hashlib
 import hmac
 import json
 import signal
-import socket
 import time
 from urllib.parse import urlsplit
 
@@ -16,7 +15,7 @@ from plant_store import webhooks
 from plant_store.config import Config
 from plant_store.stores import JsonFileStore, MemoryStore, Plant, StoreUnavailable
 from receiver import Receiver
-from serverproc import Server, run_cli
+from serverproc import Server, free_port, run_cli
 
 SECRET = "s3cret \u00e9"
 
@@ -36,12 +35,6 @@ def verify(headers, body):
     """What a receiver does: the HMAC of the raw body, compared in constant time."""
     expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
     return hmac.compare_digest(headers["X-Plant-Store-Signature"], expected)
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_signature_and_backoff():

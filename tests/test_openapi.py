@@ -6,6 +6,7 @@ from marshmallow import fields
 from openapi_spec_validator import validate
 
 from conftest import DOCUMENT, assert_error, resolve
+from plant_store import webhooks
 from plant_store.app import create_app
 from plant_store.schemas import ErrorSchema, JsonInteger, NewPlantSchema, PlantSchema
 from plant_store.stores import JsonFileStore
@@ -76,3 +77,11 @@ def test_health_is_503_when_the_store_is_not_usable(tmp_path, config, tokens):
         assert "plants.jsonl" in message
     finally:
         store.close()
+
+
+def test_the_webhook_in_the_document_is_the_one_sent():
+    hook = DOCUMENT["webhooks"]["newPlant"]["post"]
+    assert {p["name"] for p in hook["parameters"]} == {
+        webhooks.SIGNATURE_HEADER, webhooks.DELIVERY_HEADER}
+    schema = hook["requestBody"]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": "#/components/schemas/NewPlant"}

@@ -117,3 +117,23 @@ def test_access_lines_come_before_the_closing_line(tmp_path):
     lines = "".join(server.stderr).splitlines()
     assert "POST /plants 200" in lines[-2]
     assert lines[-1].endswith("plant-store stopped")
+
+
+def test_list_and_delete_over_http_across_a_restart(tmp_path):
+    with Server(tmp_path) as server:
+        token = server.first_token
+        for i in range(5):
+            server.request("POST", "/plants", {"id": i, "name": f"p{i}"}, token)
+        status, headers, body = server.request("GET", "/plants?limit=2", token=token)
+        assert (status, body) == (200, [{"name": "p0"}, {"name": "p1"}])
+        assert headers["Link"] == f"<{server.url}/plants?limit=2&cursor=2>; rel=next"
+        status, _, body = server.request("DELETE", "/plants/1", token=token)
+        assert (status, body) == (204, b"")
+        status, _, body = server.request("DELETE", "/plants/1", token=token)
+        assert (status, body["error"]) == (404, 404)
+    with Server(tmp_path) as server:
+        status, _, body = server.request("GET", "/plants", token=token)
+        assert body == [{"name": f"p{i}"} for i in (0, 2, 3, 4)]
+        assert server.request("POST", "/plants", {"id": 1, "name": "again"}, token)[0] == 200
+        assert server.request("GET", "/plants?cursor=4", token=token)[2] == [
+            {"name": "p4"}, {"name": "again"}]

@@ -176,16 +176,19 @@ class JsonFileStore(Store):
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the file with only its live records; return its size before and after.
-        Writers wait only while the tail appended meanwhile is copied and the file swapped."""
+        Writers wait while the live records are collected, and while what they appended
+        meanwhile is copied over and the file swapped; not while the new file is written."""
         with self._compacting:
             with self._cond:
                 self._settle()
                 start = self._end
-                lines = [journal.encode_header(self._order.next_seq)]
-                # A create record ends with "}": its seq goes in without a decode.
-                lines += [b"%s,\"seq\":%d}" % (self._index[plant_id][1][:-1], seq)
-                          for seq, plant_id in self._order]
-                lines += [journal.encode_outbox(d) for d in self._outbox]
+                next_seq = self._order.next_seq
+                plants = [(seq, self._index[plant_id][1]) for seq, plant_id in self._order]
+                owed = list(self._outbox)
+            lines = [journal.encode_header(next_seq)]
+            # A create record ends with "}": its seq goes in without a decode.
+            lines += [b"%s,\"seq\":%d}" % (record[:-1], seq) for seq, record in plants]
+            lines += [journal.encode_outbox(d) for d in owed]
             tmp = os.path.join(self.data_dir, COMPACT_FILE)
             flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
             try:

@@ -100,11 +100,18 @@ class Journal:
 
 
 class _Replay:
+    """Start-up reads every line once, so the common create is kept to a few checks and
+    the creation order is sorted once at the end."""
+
     def __init__(self) -> None:
         self.index: dict[int, tuple[int, bytes]] = {}
-        self.order = CreationOrder()
+        self.seqs: dict[int, int] = {}  # seq -> id, made into a CreationOrder at the end
+        self.next_seq = 0
         self.outbox = Outbox()
         self.headers = 0
+
+    def order(self) -> CreationOrder:
+        return CreationOrder(self.seqs, self.next_seq)
 
     def apply(self, line: bytes, record: dict) -> None:
         op = record.get("op")
@@ -114,7 +121,7 @@ class _Replay:
             plant_id = _int(record, "id")
             if plant_id not in self.index:
                 raise ValueError(f"id {plant_id} is deleted but not stored")
-            self.order.remove(self.index.pop(plant_id)[0])
+            del self.seqs[self.index.pop(plant_id)[0]]
         elif op == "delivery":
             state = record.get("state")
             if state not in STATES:
@@ -136,27 +143,42 @@ class _Replay:
                 _int(record, "attempts", 0), _str(record, "error", True), dead))
         elif op == "compacted":
             self.headers += 1
-            self.order.next_seq = max(self.order.next_seq, _int(record, "next_seq", 0))
+            self.next_seq = max(self.next_seq, _int(record, "next_seq", 0))
         else:
             raise ValueError("unknown op")
 
     def _create(self, line: bytes, record: dict) -> None:
-        plant = _plant(record)
-        if plant.id in self.index:
-            raise ValueError(f"id {plant.id} is created twice")
-        seq = _int(record, "seq", 0) if "seq" in record else None
-        webhooks = record.get("webhooks", [])
-        if type(webhooks) is not list:
-            raise ValueError("webhooks is not a list")
-        if not all(type(hook) is dict for hook in webhooks):
-            raise ValueError("a webhook is not an object")
+        plant_id, name, tag = record.get("id"), record.get("name"), record.get("tag")
+        if type(plant_id) is not int or not INT64_MIN <= plant_id <= INT64_MAX:
+            raise ValueError("id is not an int64")
+        if type(name) is not str:
+            raise ValueError("name is not a string")
+        if "tag" in record and type(tag) is not str:
+            raise ValueError("tag is not a string")
+        if plant_id in self.index:
+            raise ValueError(f"id {plant_id} is created twice")
+        seq = self.next_seq
+        if len(record) > 3 + ("tag" in record):  # more than a plain create: seq, webhooks
+            if "seq" in record:
+                seq = _int(record, "seq", 0)
+            suffix = b',"seq":%d}' % seq
+            if len(record) == 4 + ("tag" in record) and line.endswith(suffix):
+                line = line[:-len(suffix)] + b"}"  # as compaction writes it: cut, not encoded
+            else:
+                plant = Plant(plant_id, name, tag)
+                self._owe(plant, record.get("webhooks", []))
+                line = encode_create(plant)  # the index keeps just the plant
+        self.next_seq = max(self.next_seq, seq + 1)
+        self.seqs[seq] = plant_id
+        self.index[plant_id] = (seq, line)
+
+    def _owe(self, plant: Plant, webhooks: list) -> None:
+        if type(webhooks) is not list or not all(type(hook) is dict for hook in webhooks):
+            raise ValueError("webhooks is not a list of objects")
         body = new_plant_json(plant)
         owed = [Delivery(_str(hook, "id"), plant.id, _str(hook, "url"), body) for hook in webhooks]
         for delivery in owed:
             self.outbox.add(delivery)
-        if seq is not None or webhooks:
-            line = encode_create(plant)  # the index keeps just the plant
-        self.index[plant.id] = (self.order.add(plant.id, seq), line)
 
 
 def read(path: str, data: bytes) -> Journal:
@@ -174,9 +196,9 @@ def read(path: str, data: bytes) -> Journal:
             state.apply(line, record)
         except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
             if lineno == last and not tail:
-                return Journal(path, state.index, state.order, state.outbox, size,
+                return Journal(path, state.index, state.order(), state.outbox, size,
                                len(data) - size, lineno - 1 - state.headers)
             raise CorruptJournal(path, lineno, str(exc)) from None
         size += len(line) + 1
-    return Journal(path, state.index, state.order, state.outbox, size, len(tail),
+    return Journal(path, state.index, state.order(), state.outbox, size, len(tail),
                    last - state.headers)

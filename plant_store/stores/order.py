@@ -7,9 +7,9 @@ from sortedcontainers import SortedDict
 
 
 class CreationOrder:
-    def __init__(self) -> None:
-        self._ids: SortedDict = SortedDict()  # sequence number -> plant id
-        self.next_seq = 0
+    def __init__(self, ids: dict[int, int] | None = None, next_seq: int = 0) -> None:
+        self._ids: SortedDict = SortedDict(ids or {})  # sequence number -> plant id
+        self.next_seq = max(next_seq, self._ids.keys()[-1] + 1 if self._ids else 0)
 
     def add(self, plant_id: int, seq: int | None = None) -> int:
         """Append ``plant_id`` (at ``seq`` when replaying one); return its sequence number."""

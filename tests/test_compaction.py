@@ -246,3 +246,18 @@ def test_compact_command_and_a_compaction_racing_writers(tmp_path):
     assert f"from {size} to" in result.stdout
     with JsonFileStore(str(tmp_path)) as store:
         assert state(store) == expected
+
+
+def test_a_failed_automatic_compaction_waits_before_trying_again(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(JsonFileStore, "MIN_COMPACT_RECORDS", 10)
+    with Failing(str(tmp_path), compact_share=0.5) as store:
+        store.step = "write"  # the disk is full for the compacted file
+        for plant_id in range(10):
+            store.create(Plant(plant_id, "x"))
+        for plant_id in range(8):
+            store.delete(plant_id)
+            if store._compactor is not None:
+                store._compactor.join()
+        assert caplog.text.count("cannot compact") == 1  # one try, not one a delete
+        assert "next try in 60 s" in caplog.text
+        assert store.page(0, 10)[0] == [Plant(8, "x"), Plant(9, "x")]

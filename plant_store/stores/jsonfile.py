@@ -13,6 +13,7 @@ any moment leaves either the old file or the new one, each whole.
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from plant_store.stores import journal, lock
@@ -31,8 +32,10 @@ class JsonFileStore(Store):
     _write = staticmethod(os.write)
     _fsync_fd = staticmethod(os.fsync)
     _replace = staticmethod(os.replace)
-    # Automatic compaction waits for this many records, so small files are left alone.
+    # Automatic compaction waits for this many records, so small files are left alone, and
+    # after a failed one (a full disk, say) waits this many seconds before the next try.
     MIN_COMPACT_RECORDS = 1000
+    COMPACT_RETRY_DELAY = 60.0
 
     def __init__(self, data_dir: str, *, fsync: bool = True, compact_share: float = 0.5) -> None:
         self.data_dir = data_dir
@@ -61,6 +64,7 @@ class JsonFileStore(Store):
         self._broken: str | None = None
         self._compacting = threading.Lock()
         self._compactor: threading.Thread | None = None
+        self._compact_after = 0.0  # monotonic time before which none starts by itself
 
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
         owed = deliveries_for(plant, tuple(webhooks)) if webhooks else []
@@ -230,7 +234,8 @@ class JsonFileStore(Store):
     def _maybe_compact(self) -> None:
         """Compact in the background once dead records pass the configured share."""
         if (not self._compact_share or self._records < self.MIN_COMPACT_RECORDS
-                or self.dead_share() <= self._compact_share or self._compacting.locked()):
+                or self.dead_share() <= self._compact_share or self._compacting.locked()
+                or time.monotonic() < self._compact_after):
             return
         if self._compactor is None or not self._compactor.is_alive():
             self._compactor = threading.Thread(
@@ -241,7 +246,9 @@ class JsonFileStore(Store):
         try:
             self.compact()
         except StoreUnavailable as exc:
-            log.error("%s; the old file is kept and still used", exc)
+            self._compact_after = time.monotonic() + self.COMPACT_RETRY_DELAY
+            log.error("%s; the old file is kept and still used; next try in %g s or later",
+                      exc, self.COMPACT_RETRY_DELAY)
 
     def _open_journal(self) -> tuple[int, journal.Journal]:
         """Open (or create) the journal, cut a torn last line, and read it back."""

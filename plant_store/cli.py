@@ -1,5 +1,4 @@
-"""The ``plant-store`` command: serve, check and compact the store, manage tokens and
-webhook dead letters.
+"""The ``plant-store`` command: serve, check and compact the store, tokens, webhooks.
 
 Every failure an operator can cause (bad setting, unwritable data directory, locked store,
 unknown token label) ends with one line on stderr and exit status 2, not a traceback.

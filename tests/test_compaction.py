@@ -9,7 +9,7 @@ import pytest
 
 from plant_store.stores import JsonFileStore, Plant, StoreUnavailable
 from plant_store.stores.jsonfile import COMPACT_FILE, DATA_FILE
-from serverproc import run_cli
+from serverproc import Server, run_cli
 
 HOOK = ("http://127.0.0.1:9/hook",)
 
@@ -261,3 +261,11 @@ def test_a_failed_automatic_compaction_waits_before_trying_again(tmp_path, monke
         assert caplog.text.count("cannot compact") == 1  # one try, not one a delete
         assert "next try in 60 s" in caplog.text
         assert store.page(0, 10)[0] == [Plant(8, "x"), Plant(9, "x")]
+
+
+def test_compact_command_refuses_a_directory_a_server_holds(tmp_path):
+    with Server(tmp_path):
+        result = run_cli("compact", "--data-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert "in use by another plant-store process" in result.stderr
+    assert "a running server compacts by itself" in result.stderr

@@ -8,11 +8,11 @@ import falcon
 import orjson
 from marshmallow import ValidationError
 
-from plant_store.schemas import describe, dump_plant, load_new_plant
+from plant_store.schemas import JsonInteger, describe, dump_plant, load_new_plant
 from plant_store.stores import Conflict, Store, StoreUnavailable
 
-INT32_MAX = 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_INT32, _INT64 = JsonInteger(32), JsonInteger(64)  # the bounds the schemas use
+INT32_MAX = _INT32.maximum
 _ID = re.compile(r"-?[0-9]{1,19}")
 _LIMIT = re.compile(r"[0-9]{1,10}")
 _LIMIT_RULE = f"an integer from 1 to {INT32_MAX}"
@@ -105,17 +105,18 @@ class PlantResource:
         self._store = store
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
-        if not _ID.fullmatch(plant_id) or not INT64_MIN <= int(plant_id) <= INT64_MAX:
+        number = int(plant_id) if _ID.fullmatch(plant_id) else None
+        if number is None or not _INT64.minimum <= number <= _INT64.maximum:
             raise falcon.HTTPBadRequest(description=(
-                f"id: must be an integer from {INT64_MIN} to {INT64_MAX}."))
+                f"id: must be an integer from {_INT64.minimum} to {_INT64.maximum}."))
         try:
-            deleted = self._store.delete(int(plant_id))
+            deleted = self._store.delete(number)
         except StoreUnavailable:
             raise falcon.HTTPServiceUnavailable(
                 description="The store cannot delete plants right now; the plant was kept."
             ) from None
         if not deleted:
-            raise falcon.HTTPNotFound(description=f"There is no plant with id {int(plant_id)}.")
+            raise falcon.HTTPNotFound(description=f"There is no plant with id {number}.")
         resp.status = falcon.HTTP_204
 
 

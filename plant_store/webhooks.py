@@ -84,7 +84,8 @@ def request_retry(data_dir: str, delivery_ids: list[str]) -> None:
 def retry(store: Store, delivery_ids: list[str] | None = None) -> list[str]:
     """Move dead letters (all, or those named) back to the outbox; return their ids."""
     dead = [d.id for d in store.deliveries(dead=True)]
-    chosen = dead if delivery_ids is None else [i for i in dead if i in set(delivery_ids)]
+    wanted = None if delivery_ids is None else set(delivery_ids)
+    chosen = dead if wanted is None else [i for i in dead if i in wanted]
     for delivery_id in chosen:
         store.settle(delivery_id, "retry")
     return chosen

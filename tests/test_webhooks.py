@@ -1,7 +1,6 @@
 """The new-plant webhook: signed deliveries from a durable outbox, retried with back-off,
 dead letters, restart and kill -9 survival, and a clean stop; against a real receiver."""
 
-import errno
 import hashlib
 import hmac
 import json
@@ -11,6 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from conftest import FaultyStore
 from plant_store import webhooks
 from plant_store.config import Config
 from plant_store.stores import JsonFileStore, MemoryStore, Plant, StoreUnavailable
@@ -83,19 +83,11 @@ def test_a_replay_owes_nothing_and_each_subscriber_gets_its_own_delivery():
 
 
 def test_an_unacknowledged_create_is_not_announced(tmp_path):
-    class SlowFailingFsync(JsonFileStore):
-        fail = False
-
-        def _fsync_fd(self, fd):
-            if self.fail:
-                raise OSError(errno.EIO, "Input/output error")
-            JsonFileStore._fsync_fd(fd)
-
-    with SlowFailingFsync(str(tmp_path)) as store:
-        store.fail = True
+    with FaultyStore(str(tmp_path)) as store:
+        store.fail_fsync = True
         with pytest.raises(StoreUnavailable):
             store.create(Plant(1, "never"), ("http://127.0.0.1:1/hook",))
-        store.fail = False
+        store.fail_fsync = False
         assert store.deliveries() == [] and len(store) == 0
 
 

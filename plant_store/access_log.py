@@ -38,7 +38,7 @@ class AccessLog:
         self._json = log_format == "json"
         self._ids = RequestId()
         self._stream = stream
-        self._lines: collections.deque[str] = collections.deque()
+        self._lines: collections.deque[tuple] = collections.deque()
         self._lock = threading.Lock()  # one flush at a time, so lines keep their order
         _live.add(self)
         _start_flusher()
@@ -62,22 +62,23 @@ class AccessLog:
             level = "INFO"
         else:
             return
-        now = time.time()
-        elapsed_ms = (time.perf_counter() - req.context.started) * 1000
-        path = req.root_path + req.path  # as the client sent it, with any url_prefix
-        request_id = req.context.request_id
+        # The raw fields only: the line is formatted later, in a batch, by the flusher.
+        self._lines.append((
+            time.time(), level, req.remote_addr, req.method, req.root_path + req.path,
+            resp.status_code, time.perf_counter() - req.context.started,
+            req.context.request_id))  # deque.append is thread-safe: no lock here
+
+    def _format(self, entry: tuple) -> str:
+        now, level, remote_addr, method, path, status, elapsed, request_id = entry
         if self._json:
-            line = orjson.dumps({
+            return orjson.dumps({
                 "time": iso_timestamp(now), "level": level, "logger": "plant_store.access",
-                "remote_addr": req.remote_addr, "method": req.method, "path": path,
-                "status": resp.status_code, "duration_ms": round(elapsed_ms, 3),
+                "remote_addr": remote_addr, "method": method, "path": path,
+                "status": status, "duration_ms": round(elapsed * 1000, 3),
                 "request_id": request_id,
             }).decode() + "\n"
-        else:
-            line = (f"{timestamp(now)} {level} [plant_store.access] {req.remote_addr} "
-                    f"{req.method} {path} {resp.status_code} {elapsed_ms:.1f}ms "
-                    f"{request_id}\n")
-        self._lines.append(line)  # deque.append is thread-safe: no lock on the request's path
+        return (f"{timestamp(now)} {level} [plant_store.access] {remote_addr} {method} "
+                f"{path} {status} {elapsed * 1000:.1f}ms {request_id}\n")
 
     def flush(self) -> None:
         with self._lock:
@@ -88,7 +89,7 @@ class AccessLog:
             if lines:
                 stream = self._stream or sys.stderr
                 try:
-                    stream.write("".join(lines))
+                    stream.write("".join(map(self._format, lines)))
                     stream.flush()
                 except (OSError, ValueError):  # stderr closed or gone: nowhere left to log
                     pass

@@ -75,7 +75,8 @@ class PlantsResource:
             raise falcon.HTTPUnsupportedMediaType(
                 description="The request body must be sent as Content-Type: application/json."
             )
-        if req.content_length is not None and req.content_length > self._max_body:
+        length = req.content_length
+        if length is not None and length > self._max_body:
             raise _too_large(self._max_body)
         # A server that dechunks without a Content-Length says so (PEP 3333 extension).
         stream = req.stream if req.env.get("wsgi.input_terminated") else req.bounded_stream

@@ -13,6 +13,7 @@ import secrets
 import falcon
 
 HEADER = "X-Request-ID"
+_ENV_KEY = "HTTP_X_REQUEST_ID"
 _SANE = re.compile(r"[A-Za-z0-9._:@/+=-]{1,200}")
 
 
@@ -22,7 +23,7 @@ class RequestId:
         self._counter = itertools.count(1)
 
     def assign(self, req: falcon.Request, resp: falcon.Response) -> str:
-        given = req.get_header(HEADER)
+        given = req.env.get(_ENV_KEY)  # not get_header: a missing header costs it a KeyError
         request_id = given if given and _SANE.fullmatch(given) else (
             f"{self._prefix}-{next(self._counter)}")
         resp.set_header(HEADER, request_id)

@@ -1,6 +1,7 @@
 """The creation order against a plain sorted dict, through creates, deletes, undone deletes
 (a failed fsync puts a deleted plant back at its old place) and the tombstone rebuilds."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,3 +66,11 @@ def test_tombstones_are_dropped_once_they_outnumber_the_living(monkeypatch):
     assert len(subject._seqs) == 9 and not subject._dead
     assert subject.page(0, 2) == [(11, 11), (12, 12), (13, 13)]
 
+
+
+def test_an_id_beyond_int64_changes_nothing():
+    subject = CreationOrder()
+    subject.add(1)
+    with pytest.raises(OverflowError):
+        subject.add(2**63)
+    assert list(subject) == [(0, 1)] and subject.next_seq == 1

@@ -26,15 +26,15 @@ class CreationOrder:
         its sequence number."""
         if seq is None or seq >= self.next_seq:
             seq = self.next_seq if seq is None else seq
+            self._ids.append(plant_id)  # first: an id beyond int64 fails here, changing nothing
             self._seqs.append(seq)
-            self._ids.append(plant_id)
             self.next_seq = seq + 1
         elif seq in self._dead:
             self._dead.remove(seq)
         else:  # its tombstone was rebuilt away meanwhile
             at = bisect_left(self._seqs, seq)
-            self._seqs.insert(at, seq)
             self._ids.insert(at, plant_id)
+            self._seqs.insert(at, seq)
         return seq
 
     def remove(self, seq: int) -> None:
@@ -59,7 +59,7 @@ class CreationOrder:
 
     def __iter__(self):
         dead = self._dead
-        return ((seq, plant_id) for seq, plant_id in zip(self._seqs, self._ids)
+        return ((seq, plant_id) for seq, plant_id in zip(self._seqs, self._ids, strict=True)
                 if seq not in dead)
 
     def __len__(self) -> int:

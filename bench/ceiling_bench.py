@@ -2,8 +2,8 @@
 
 Run from the repository root with the project installed:
 
-    python bench/ceiling_bench.py                  # 5 rounds of 5 s, about 2 minutes
-    python bench/ceiling_bench.py --rounds 3 --seconds 10
+    python bench/ceiling_bench.py                  # 9 rounds of 3 s, about 2 minutes
+    python bench/ceiling_bench.py --rounds 15 --seconds 2
 
 Three servers with the same waitress settings, each pinned to CPU 0 with the load on CPU 1:
 a bare WSGI callable that reads the body and answers fixed JSON (the ceiling), the service
@@ -39,25 +39,22 @@ print(rss() - before, len(store))
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=5, help="length of each load run")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="interleaved rounds; medians are reported")
+    parser.add_argument("--seconds", type=int, default=3, help="length of each load run")
+    parser.add_argument("--rounds", type=int, default=9,
+                        help="interleaved rounds; medians and paired ratios are reported")
     parser.add_argument("--fill", type=int, default=1_000_000,
                         help="creates before measuring the memory store's resident memory")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         servers = {
-            "bare WSGI on waitress (ceiling)": lambda: serverctl.bare(taskset="0"),
-            "service, memory store": lambda: serverctl.plant_store(
+            "bare WSGI on waitress (ceiling)": serverctl.bare(taskset="0"),
+            "service, memory store": serverctl.plant_store(
                 os.path.join(tmp, "m"), "--store", "memory", taskset="0"),
-            "service, JSON-file store (fsync)": lambda: serverctl.plant_store(
+            "service, JSON-file store (fsync)": serverctl.plant_store(
                 os.path.join(tmp, "j"), taskset="0"),
         }
-        results = {label: [] for label in servers}
-        for _ in range(args.rounds):  # interleaved, so drifts in machine load hit all alike
-            for label, server in servers.items():
-                results[label].append(loadgen.measure(server(), args.seconds))
+        results = loadgen.interleaved(servers, args.rounds, args.seconds)
 
     loadgen.report(results, baseline="bare WSGI on waitress (ceiling)")
     rss, count = memory_per_plant(args.fill)

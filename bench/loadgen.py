@@ -5,6 +5,7 @@ core; otherwise a plain-Python client, which costs CPU the server would otherwis
 way, compare figures from one run side by side, never across machines or runs.
 """
 
+import contextlib
 import http.client
 import json
 import multiprocessing
@@ -68,15 +69,28 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(server, seconds):
-    """Load a server (a serverctl context, pinned to CPU 0) from CPU 1: throughput, latency,
-    and the server's CPU time per request. Time stolen from the virtual machine by its
-    neighbours inflates the first two but hardly the third."""
-    with server as (host, port, token, proc):
-        before = cpu_seconds(proc.pid)
-        result = run(host, port, token, seconds, cpu=1, id_base=time.time_ns() // 1000)
-        result["cpu_us"] = (cpu_seconds(proc.pid) - before) / result["requests"] * 1e6
-        return result
+def interleaved(servers, rounds, seconds):
+    """Load each of ``servers`` (label -> serverctl context, pinned to CPU 0) from CPU 1
+    for ``seconds`` in turn, ``rounds`` times over, with all of them running the whole time
+    (a server waiting its turn is idle). A slow spell of the shared machine then falls on
+    neighbouring slices of every configuration, and ``report`` pairs each slice with the
+    baseline's slice of the same round. The order turns each round, so no configuration
+    always follows the same one; a first round warms every server up and is not counted.
+    Besides throughput and latency, each slice records the server's CPU time per request,
+    which time stolen by the machine's neighbours hardly inflates."""
+    results = {label: [] for label in servers}
+    with contextlib.ExitStack() as stack:
+        running = {label: stack.enter_context(server) for label, server in servers.items()}
+        labels = list(running)
+        for turn in range(rounds + 1):
+            for label in labels[turn % len(labels):] + labels[:turn % len(labels)]:
+                host, port, token, proc = running[label]
+                before = cpu_seconds(proc.pid)
+                result = run(host, port, token, seconds, cpu=1, id_base=time.time_ns() // 1000)
+                result["cpu_us"] = (cpu_seconds(proc.pid) - before) / result["requests"] * 1e6
+                if turn:
+                    results[label].append(result)
+    return results
 
 
 def run(host, port, token, seconds, connections=16, id_base=0, cpu=None):
@@ -126,25 +140,26 @@ def run_python(host, port, token, seconds, connections=16, id_base=0, processes=
 
 
 def report(results, baseline):
-    """Print medians of each configuration's rounds, with ratios to ``baseline``."""
+    """Print medians of each configuration's rounds, with ratios to ``baseline``: a ratio is
+    the median over rounds of the configuration's figure over the baseline's in the same
+    round (paired, so a slow spell of the machine cancels out)."""
     def median(runs, key):
         return statistics.median(r[key] for r in runs)
 
-    cpu = "cpu_us" in results[baseline][0]
+    def paired(runs, key, invert=False):
+        pairs = zip(runs, results[baseline], strict=True)
+        return statistics.median(b[key] / r[key] if invert else r[key] / b[key]
+                                 for r, b in pairs)
+
     rounds = len(results[baseline])
     tool = results[baseline][0]["tool"]
-    print(f"{rounds} rounds, 16 connections ({tool}); medians")
+    print(f"{rounds} rounds, 16 connections ({tool}); medians, ratios paired by round")
     print(f"{'configuration':<36} {'req/s':>8} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'p99 x':>6} {'non-2xx':>7}" + (f" {'cpu us':>7} {'ratio':>6}" if cpu else "")
-          + "  req/s of each round")
-    base = {key: median(results[baseline], key) for key in ("rps", "p99_ms", "cpu_us")
-            if key in results[baseline][0]}
+          f"{'p99 x':>6} {'non-2xx':>7} {'cpu us':>7} {'ratio':>6}  req/s of each round")
     for label, runs in results.items():
-        rps, p99 = median(runs, "rps"), median(runs, "p99_ms")
-        line = (f"{label:<36} {rps:8.0f} {rps / base['rps']:6.2f} {median(runs, 'p50_ms'):7.2f} "
-                f"{p99:7.2f} {p99 / base['p99_ms']:6.2f} {sum(r['non_2xx'] for r in runs):7d}")
-        if cpu:
-            cpu_us = median(runs, "cpu_us")
-            line += f" {cpu_us:7.1f} {base['cpu_us'] / cpu_us:6.2f}"
+        line = (f"{label:<36} {median(runs, 'rps'):8.0f} {paired(runs, 'rps'):6.2f} "
+                f"{median(runs, 'p50_ms'):7.2f} {median(runs, 'p99_ms'):7.2f} "
+                f"{paired(runs, 'p99_ms'):6.2f} {sum(r['non_2xx'] for r in runs):7d} "
+                f"{median(runs, 'cpu_us'):7.1f} {paired(runs, 'cpu_us', invert=True):6.2f}")
         print(line + "  " + " ".join(f"{r['rps']:.0f}" for r in runs))
-    return {label: median(runs, "rps") for label, runs in results.items()}
+    return {label: paired(runs, "rps") for label, runs in results.items()}

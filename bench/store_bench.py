@@ -52,9 +52,9 @@ print(time.perf_counter() - started, rss() - before, len(store))
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=5, help="length of each load run")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="interleaved rounds; medians are reported")
+    parser.add_argument("--seconds", type=int, default=3, help="length of each load run")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved rounds; medians and paired ratios are reported")
     parser.add_argument("--preload", type=int, default=1_000_000)
     args = parser.parse_args()
 
@@ -74,11 +74,9 @@ def main():
             "jsonfile, fsync=false (UNSAFE)": (os.path.join(tmp, "u"), "--fsync", "false"),
             f"jsonfile, fsync, {args.preload} stored": (big,),
         }
-        results = {label: [] for label in configs}
-        for _ in range(args.rounds):  # interleaved, so drifts in machine load hit all alike
-            for label, (data_dir, *flags) in configs.items():
-                server = serverctl.plant_store(data_dir, *flags, taskset="0")
-                results[label].append(loadgen.measure(server, args.seconds))
+        servers = {label: serverctl.plant_store(data_dir, *flags, taskset="0")
+                   for label, (data_dir, *flags) in configs.items()}
+        results = loadgen.interleaved(servers, args.rounds, args.seconds)
 
     rps = loadgen.report(results, baseline="memory")
     grown, empty = rps[f"jsonfile, fsync, {args.preload} stored"], rps["jsonfile, fsync"]

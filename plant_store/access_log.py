@@ -62,14 +62,18 @@ class AccessLog:
             level = "INFO"
         else:
             return
-        # The raw fields only: the line is formatted later, in a batch, by the flusher.
+        # The raw fields only, from the WSGI environ itself (Falcon's remote_addr, root_path
+        # and status_code each cost more than the rest of this step); the flusher formats.
+        env = req.env
         self._lines.append((
-            time.time(), level, req.remote_addr, req.method, req.root_path + req.path,
-            resp.status_code, time.perf_counter() - req.context.started,
+            time.time(), level, env.get("REMOTE_ADDR", "127.0.0.1"), req.method,
+            env.get("SCRIPT_NAME", "") + req.path, resp.status,
+            time.perf_counter() - req.context.started,
             req.context.request_id))  # deque.append is thread-safe: no lock here
 
     def _format(self, entry: tuple) -> str:
         now, level, remote_addr, method, path, status, elapsed, request_id = entry
+        status = falcon.http_status_to_code(status)
         if self._json:
             return orjson.dumps({
                 "time": iso_timestamp(now), "level": level, "logger": "plant_store.access",

@@ -20,7 +20,7 @@ class BearerAuth:
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         if req.path in self._public:
             return
-        header = req.get_header("Authorization")
+        header = req.env.get("HTTP_AUTHORIZATION")  # get_header would rebuild this name
         if header is None:
             raise _unauthorized("An 'Authorization: Bearer <token>' header is required.")
         scheme, _, token = header.strip().partition(" ")

@@ -7,19 +7,26 @@ import time
 import orjson
 
 FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
-_second: tuple[int, str] = (-1, "")
+_second: tuple[int, str] = (-1, "")  # a second and its text
+_last: tuple[int, str] = (-1, "")  # a millisecond and its text: lines come in bursts
 _MILLIS = [f"{ms:03d}" for ms in range(1000)]  # a lookup is cheaper than a format spec
 
 
 def timestamp(now: float) -> str:
-    """``2026-11-22 21:05:51,123`` in local time; the text of the second is made once."""
-    global _second
-    second, text = _second
-    if second != int(now):
-        second = int(now)
-        text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
-        _second = (second, text)  # one assignment, so threads never see a torn pair
-    return f"{text},{_MILLIS[int((now - second) * 1000)]}"
+    """``2026-11-22 21:05:51,123`` in local time."""
+    global _second, _last
+    millis, text = _last
+    if millis == int(now * 1000):
+        return text
+    millis = int(now * 1000)
+    second, rest = divmod(millis, 1000)
+    known, second_text = _second
+    if known != second:
+        second_text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+        _second = (second, second_text)  # one assignment, so threads never see a torn pair
+    text = f"{second_text},{_MILLIS[rest]}"
+    _last = (millis, text)
+    return text
 
 
 def iso_timestamp(now: float) -> str:

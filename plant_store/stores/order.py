@@ -15,9 +15,10 @@ MIN_REBUILD = 1024  # tombstones kept at least, so small stores do not rebuild o
 
 class CreationOrder:
     def __init__(self, ids: dict[int, int] | None = None, next_seq: int = 0) -> None:
-        pairs = sorted((ids or {}).items())  # sequence number -> plant id
-        self._seqs = array("q", [seq for seq, _ in pairs])
-        self._ids = array("q", [plant_id for _, plant_id in pairs])
+        ids = ids or {}  # sequence number -> plant id, as a replay found them (in order)
+        seqs = sorted(ids)
+        self._seqs = array("q", seqs)
+        self._ids = array("q", map(ids.__getitem__, seqs))
         self._dead: set[int] = set()  # sequence numbers of tombstones
         self.next_seq = max(next_seq, self._seqs[-1] + 1 if self._seqs else 0)
 

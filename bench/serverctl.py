@@ -14,8 +14,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @contextlib.contextmanager
-def running(command, taskset=None):
-    """Yield (host, port, proc) once ``command`` logs its URL; its log goes to a file."""
+def running(command, taskset=None, wrapper=()):
+    """Yield (host, port, proc) once ``command`` logs its URL; its log goes to a file.
+    ``wrapper`` goes before the command (valgrind, say)."""
+    command = [*wrapper, *command]
     if taskset:
         command = ["taskset", "-c", taskset, *command]
     with tempfile.TemporaryFile("w+") as log:
@@ -39,18 +41,18 @@ def running(command, taskset=None):
 
 
 @contextlib.contextmanager
-def plant_store(data_dir, *args, taskset=None):
+def plant_store(data_dir, *args, taskset=None, wrapper=()):
     """Yield (host, port, token, proc) of a running service with a fresh token."""
     token = TokenFile(os.path.join(data_dir, "tokens.json")).add(f"bench-{time.time_ns()}")
     command = [sys.executable, "-m", "plant_store", "serve", "--port", "0",
                "--data-dir", data_dir, *args]
-    with running(command, taskset) as (host, port, proc):
+    with running(command, taskset, wrapper) as (host, port, proc):
         yield host, port, token, proc
 
 
 @contextlib.contextmanager
-def bare(taskset=None):
+def bare(taskset=None, wrapper=()):
     """Yield (host, port, token, proc) of the bare WSGI ceiling (it ignores the token)."""
-    with running([sys.executable, os.path.join(HERE, "bare_app.py")], taskset) as (
+    with running([sys.executable, os.path.join(HERE, "bare_app.py")], taskset, wrapper) as (
             host, port, proc):
         yield host, port, "unused", proc

@@ -15,10 +15,10 @@ _MILLIS = [f"{ms:03d}" for ms in range(1000)]  # a lookup is cheaper than a form
 def timestamp(now: float) -> str:
     """``2026-11-22 21:05:51,123`` in local time."""
     global _second, _last
-    millis, text = _last
-    if millis == int(now * 1000):
-        return text
     millis = int(now * 1000)
+    known_millis, text = _last
+    if known_millis == millis:
+        return text
     second, rest = divmod(millis, 1000)
     known, second_text = _second
     if known != second:

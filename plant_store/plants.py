@@ -70,8 +70,9 @@ class PlantsResource:
         resp.content_type = falcon.MEDIA_JSON
 
     def _load_new_plant(self, req: falcon.Request):
-        if req.content_type != falcon.MEDIA_JSON and (  # the usual header, exactly
-                (req.content_type or "").partition(";")[0].strip().lower() != falcon.MEDIA_JSON):
+        content_type = req.content_type
+        if content_type != falcon.MEDIA_JSON and (  # the usual header, exactly, is not parsed
+                (content_type or "").partition(";")[0].strip().lower() != falcon.MEDIA_JSON):
             raise falcon.HTTPUnsupportedMediaType(
                 description="The request body must be sent as Content-Type: application/json."
             )

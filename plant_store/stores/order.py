@@ -41,9 +41,9 @@ class CreationOrder:
     def remove(self, seq: int) -> None:
         self._dead.add(seq)
         if len(self._dead) > max(MIN_REBUILD, len(self._seqs) // 2):
-            live = [at for at, seq in enumerate(self._seqs) if seq not in self._dead]
-            self._seqs = array("q", [self._seqs[at] for at in live])
-            self._ids = array("q", [self._ids[at] for at in live])
+            live = list(self)
+            self._seqs = array("q", [seq for seq, _ in live])
+            self._ids = array("q", [plant_id for _, plant_id in live])
             self._dead.clear()
 
     def page(self, start: int, limit: int) -> list[tuple[int, int]]:

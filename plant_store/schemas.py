@@ -59,6 +59,7 @@ class ErrorSchema(Schema):
 
 
 _new_plant = NewPlantSchema()
+_new_tuple = tuple.__new__  # a Plant built in C; the named tuple's own __new__ is Python
 _ID = _new_plant.fields["id"]
 
 
@@ -73,7 +74,7 @@ def load_new_plant(document: dict) -> Plant:
     plant_id, name, tag = document.get("id"), document.get("name"), document.get("tag", "")
     if (type(plant_id) is int and _ID.minimum <= plant_id <= _ID.maximum
             and type(name) is str and type(tag) is str):
-        return Plant(plant_id, name, document.get("tag"))
+        return _new_tuple(Plant, (plant_id, name, document.get("tag")))
     return _new_plant.load(document)
 
 

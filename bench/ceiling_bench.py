@@ -2,8 +2,8 @@
 
 Run from the repository root with the project installed:
 
-    python bench/ceiling_bench.py                  # 9 rounds of 3 s, about 2 minutes
-    python bench/ceiling_bench.py --rounds 15 --seconds 2
+    python bench/ceiling_bench.py                  # 15 rounds of 2 s, about 2 minutes
+    python bench/ceiling_bench.py --rounds 9 --seconds 3
 
 Three servers with the same waitress settings, each pinned to CPU 0 with the load on CPU 1:
 a bare WSGI callable that reads the body and answers fixed JSON (the ceiling), the service
@@ -39,8 +39,8 @@ print(rss() - before, len(store))
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=3, help="length of each load run")
-    parser.add_argument("--rounds", type=int, default=9,
+    parser.add_argument("--seconds", type=int, default=2, help="length of each load run")
+    parser.add_argument("--rounds", type=int, default=15,
                         help="interleaved rounds; medians and paired ratios are reported")
     parser.add_argument("--fill", type=int, default=1_000_000,
                         help="creates before measuring the memory store's resident memory")

@@ -27,7 +27,7 @@ from plant_store.config import LOG_LEVELS
 from plant_store.logs import iso_timestamp, timestamp
 from plant_store.request_id import RequestId
 
-FLUSH_INTERVAL = 0.2  # seconds
+FLUSH_INTERVAL = 0.05  # seconds; a small batch holds the GIL briefly, which keeps p99 down
 
 
 class AccessLog:

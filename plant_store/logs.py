@@ -2,6 +2,7 @@
 
 import logging
 import sys
+import threading
 import time
 
 import orjson
@@ -57,3 +58,25 @@ def configure(level: str, log_format: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+class Throttle:
+    """At most one line per ``interval`` seconds for a failure that repeats, saying how many
+    were held back: a full disk fails every request, and its log must not fill a disk too."""
+
+    def __init__(self, interval: float) -> None:
+        self._interval = interval
+        self._next = 0.0
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def error(self, logger: logging.Logger, message: str, *args: object) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next:
+                self._held += 1
+                return
+            held, self._held, self._next = self._held, 0, now + self._interval
+        if held:
+            message += f" ({held} more in the last {self._interval:g} s were not logged)"
+        logger.error(message, *args)

@@ -14,9 +14,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Sequence
 
 from plant_store.stores import journal, lock
+from plant_store.stores.appendlog import AppendLog, fsync_dir
 from plant_store.stores.base import Plant, Store, StoreError, StoreUnavailable, replay
 from plant_store.stores.outbox import Delivery, deliveries_for
 
@@ -40,38 +42,38 @@ class JsonFileStore(Store):
     def __init__(self, data_dir: str, *, fsync: bool = True, compact_share: float = 0.5) -> None:
         self.data_dir = data_dir
         self.path = os.path.join(data_dir, DATA_FILE)
-        self._fsync = fsync
         self._compact_share = compact_share
         try:
             os.makedirs(data_dir, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
         self._lock_fd = lock.acquire(os.path.join(data_dir, LOCK_FILE))
+        self._pid = os.getpid()
         try:
-            self._fd, state = self._open_journal()
+            fd, state = self._open_journal()
         except BaseException:
             os.close(self._lock_fd)
             raise
+        self._log = AppendLog(self.path, fd, self, fsync=fsync)
+        self._cond = self._log.cond
         self._index, self._order, self._outbox = state.index, state.order, state.outbox
-        self._durable = self._end = state.size  # bytes durable; bytes appended
         self._records = state.records
-        self._cond = threading.Condition(threading.Lock())
-        self._syncing = False
-        self._draining = False  # a compaction waits for a settled file: appends wait
-        self._epoch = 0  # bumped by each rollback, so waiters know their line is gone
-        # Appended but not yet durable, by plant or delivery id: (end, undo), oldest first.
-        self._unsynced: dict[int | str, tuple[int, Callable[[], None]]] = {}
-        self._broken: str | None = None
         self._compacting = threading.Lock()
         self._compactor: threading.Thread | None = None
         self._compact_after = 0.0  # monotonic time before which none starts by itself
+        self.compactions = 0
+        _open_stores.add(self)
+
+    @property
+    def _fd(self) -> int:
+        return self._log.fd
 
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
         owed = deliveries_for(plant, tuple(webhooks)) if webhooks else []
         line = journal.encode_create(plant, deliveries=owed)
         record = journal.encode_create(plant) if owed else line
         with self._cond:
-            self._wait_for(plant.id)
+            self._log.wait_for(plant.id)
             stored = self._index.get(plant.id)
             if stored is not None:
                 return replay(journal.decode_plant(stored[1]), plant), False
@@ -81,21 +83,23 @@ class JsonFileStore(Store):
                 self._index[plant.id] = (seq, record)
                 for delivery in owed:
                     self._outbox.add(delivery)
+                self._records += 1
 
                 def undo():
                     del self._index[plant.id]
                     self._order.remove(seq)
                     for delivery in owed:
                         self._outbox.remove(delivery.id)
+                    self._records -= 1
                 return undo
 
-            self._commit(line, plant.id, apply)
+            self._log.commit(line, plant.id, apply)
         return plant, True
 
     def delete(self, plant_id: int) -> bool:
         line = journal.encode_delete(plant_id)
         with self._cond:
-            self._wait_for(plant_id)
+            self._log.wait_for(plant_id)
             stored = self._index.get(plant_id)
             if stored is None:
                 return False
@@ -103,13 +107,15 @@ class JsonFileStore(Store):
             def apply():
                 del self._index[plant_id]
                 self._order.remove(stored[0])
+                self._records += 1
 
                 def undo():
                     self._index[plant_id] = stored
                     self._order.add(plant_id, stored[0])
+                    self._records -= 1
                 return undo
 
-            self._commit(line, plant_id, apply)
+            self._log.commit(line, plant_id, apply)
         self._maybe_compact()
         return True
 
@@ -120,9 +126,11 @@ class JsonFileStore(Store):
     def page(self, start: int, limit: int) -> tuple[list[Plant], int | None]:
         """Only durable plants are listed: a page stops where unsynced creates begin."""
         with self._cond:
+            if self._log.broken:
+                raise StoreUnavailable(self._log.broken)
             entries = self._order.page(start, limit)
             for n, (_, plant_id) in enumerate(entries):
-                if plant_id in self._unsynced:  # in the order, so an unsynced create
+                if self._log.pending(plant_id):  # in the order, so an unsynced create
                     del entries[n:]
                     break
             records = [self._index[plant_id][1] for _, plant_id in entries[:limit]]
@@ -135,28 +143,33 @@ class JsonFileStore(Store):
     def deliveries(self, *, dead: bool = False) -> list[Delivery]:
         """Only deliveries of durable creates: a create whose fsync fails is not announced."""
         with self._cond:
-            self._sync_through(self._end, self._epoch)
-            return [d for d in self._outbox.list(dead=dead) if d.plant_id not in self._unsynced]
+            self._log.sync()
+            return [d for d in self._outbox.list(dead=dead) if not self._log.pending(d.plant_id)]
 
     def settle(self, delivery_id: str, state: str, error: str | None = None) -> None:
         line = journal.encode_outcome(delivery_id, state, error)
         with self._cond:
-            self._wait_for(delivery_id)
+            self._log.wait_for(delivery_id)
             if delivery_id not in self._outbox:
                 raise KeyError(delivery_id)
 
             def apply():
                 before = self._outbox.settle(delivery_id, state, error)
-                return lambda: self._outbox.restore(before)
+                self._records += 1
 
-            self._commit(line, delivery_id, apply)
+                def undo():
+                    self._outbox.restore(before)
+                    self._records -= 1
+                return undo
+
+            self._log.commit(line, delivery_id, apply)
         self._maybe_compact()
 
     def check(self) -> None:
-        if self._broken:
-            raise StoreUnavailable(self._broken)
+        if self._log.broken:
+            raise StoreUnavailable(self._log.broken)
         try:
-            same_file = os.path.samestat(os.fstat(self._fd), os.stat(self.path))
+            same_file = os.path.samestat(os.fstat(self._log.fd), os.stat(self.path))
         except OSError as exc:
             raise StoreUnavailable(f"{self.path}: {exc.strerror}") from None
         if not same_file:
@@ -166,12 +179,20 @@ class JsonFileStore(Store):
         compactor = self._compactor
         if compactor is not None:
             compactor.join()
-        with self._cond:
-            if self._fd < 0:
-                return
-            os.close(self._fd)
+        self._log.close()
+        if self._lock_fd >= 0:
             os.close(self._lock_fd)
-            self._fd = self._lock_fd = -1
+            self._lock_fd = -1
+
+    def _forked(self) -> None:
+        """In a child of fork(): the lock and the file stay the parent's. Our copies of
+        their descriptors are closed (which leaves the parent's lock alone) and the store
+        refuses everything, so two processes never write one file."""
+        self._log.detach(f"{self.path} was opened by process {self._pid} before a fork; "
+                         "a worker process must open its own store (see README: pre-fork servers)")
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
 
     def dead_share(self) -> float:
         """The share of the file's records that a compaction would drop."""
@@ -184,8 +205,7 @@ class JsonFileStore(Store):
         meanwhile is copied over and the file swapped; not while the new file is written."""
         with self._compacting:
             with self._cond:
-                self._settle()
-                start = self._end
+                start = self._log.settled_size()
                 next_seq = self._order.next_seq
                 plants = [(seq, self._index[plant_id][1]) for seq, plant_id in self._order]
                 owed = list(self._outbox)
@@ -199,38 +219,18 @@ class JsonFileStore(Store):
                 fd = os.open(tmp, flags, 0o644)
             except OSError as exc:
                 raise StoreUnavailable(f"cannot write {tmp}: {exc.strerror}") from None
-            renamed = False
             try:
-                self._write_all(fd, b"\n".join(lines) + b"\n")
-                with self._cond:
-                    self._settle()
-                    if self._fd < 0:
-                        raise StoreUnavailable(f"{self.path} was closed during compaction")
-                    tail = os.pread(self._fd, self._end - start, start)
-                    self._write_all(fd, tail)
-                    self._fsync_fd(fd)
-                    self._replace(tmp, self.path)
-                    renamed = True
-                    before, size = self._end, os.fstat(fd).st_size
-                    os.close(self._fd)
-                    self._fd, fd = fd, -1  # the new file is the journal now
-                    self._durable = self._end = size
-                    self._records = len(lines) - 1 + tail.count(b"\n")  # the header aside
-                    self._fsync_dir()
+                self._log.write_all(fd, b"\n".join(lines) + b"\n")
             except OSError as exc:
-                if not renamed:
-                    os.unlink(tmp)
-                else:  # in place, but a power loss could bring back the old file
-                    self._broken = (f"cannot make the compacted {self.path} durable "
-                                    f"({exc.strerror}); restart the server to recover")
-                    log.critical("%s", self._broken)
+                os.close(fd)
+                os.unlink(tmp)
                 raise StoreUnavailable(f"cannot compact {self.path}: {exc.strerror}") from None
-            finally:
-                if fd >= 0:
-                    os.close(fd)
+            with self._cond:
+                before, size, tail = self._log.swap(fd, tmp, start)
+                self._records = len(lines) - 1 + tail.count(b"\n")  # the header aside
+            self.compactions += 1
         log.info("compacted %s from %d to %d bytes", self.path, before, size)
         return before, size
-
     def _maybe_compact(self) -> None:
         """Compact in the background once dead records pass the configured share."""
         if (not self._compact_share or self._records < self.MIN_COMPACT_RECORDS
@@ -263,7 +263,7 @@ class JsonFileStore(Store):
             raise StoreError(f"cannot open {path}: {exc.strerror}") from None
         try:
             if created:  # make the new directory entry durable too
-                self._fsync_dir()
+                fsync_dir(self.data_dir, self)
             with open(fd, "rb", closefd=False) as fh:
                 state = journal.read(path, fh.read())
             if state.torn:
@@ -278,117 +278,6 @@ class JsonFileStore(Store):
             raise
         return fd, state
 
-    def _fsync_dir(self) -> None:
-        dir_fd = os.open(self.data_dir, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            self._fsync_fd(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-    def _write_all(self, fd: int, data: bytes) -> None:
-        written = self._write(fd, data)
-        while written < len(data):
-            written += self._write(fd, data[written:])
-
-    # Called with self._cond held.
-
-    def _wait_for(self, key: int | str) -> None:
-        """Wait until no compaction holds appends back and no other change of ``key`` is
-        waiting for its fsync; the caller then appends without letting go of the lock."""
-        while self._draining or key in self._unsynced:
-            if self._draining:
-                self._cond.wait()
-            else:
-                self._sync_through(self._unsynced[key][0], self._epoch)
-
-    def _settle(self) -> None:
-        """Hold new appends back until everything appended is durable and no fsync runs;
-        without that, a steady stream of writers could keep the compaction waiting."""
-        self._draining = True
-        try:
-            while self._syncing or self._durable < self._end:
-                if self._syncing:
-                    self._cond.wait()
-                else:
-                    self._sync_through(self._end, self._epoch)
-        finally:
-            self._draining = False
-            self._cond.notify_all()
-
-    def _commit(self, line: bytes, key: int | str, apply: Callable[[], Callable[[], None]]) -> None:
-        """Append ``line``, ``apply`` its change, and wait until the line is durable; the
-        change is undone (by what ``apply`` returned) if the write or the fsync fails."""
-        if self._broken:
-            raise StoreUnavailable(self._broken)
-        try:
-            self._write_all(self._fd, line + b"\n")
-        except OSError as exc:
-            self._truncate(self._end)
-            raise StoreUnavailable(f"cannot write {self.path}: {exc.strerror}") from None
-        self._end += len(line) + 1
-        self._records += 1
-        self._unsynced[key] = (self._end, apply())
-        if not self._sync_through(self._end, self._epoch):
-            reason = self._broken or "fsync failed"
-            raise StoreUnavailable(f"cannot write {self.path}: {reason}")
-
-    def _sync_through(self, end: int, epoch: int) -> bool:
-        """Wait until byte ``end`` is durable; False if a rollback removed it first."""
-        while self._durable < end:
-            if self._epoch != epoch:
-                return False
-            if self._syncing:
-                self._cond.wait()
-                continue
-            self._syncing = True
-            target = self._end
-            self._cond.release()
-            try:
-                if self._fsync:
-                    self._fsync_fd(self._fd)
-                error = None
-            except OSError as exc:
-                error = exc
-            finally:
-                self._cond.acquire()
-                self._syncing = False
-                self._cond.notify_all()
-            if error is None:
-                self._durable = target
-                self._forget_synced(target)
-            else:
-                log.error("fsync of %s failed: %s; rolling back", self.path, error.strerror)
-                self._rollback()
-        return True
-
-    def _forget_synced(self, target: int) -> None:
-        for key, (end, _) in list(self._unsynced.items()):
-            if end > target:
-                break
-            del self._unsynced[key]
-
-    def _rollback(self) -> None:
-        """Drop every line after the last durable byte, from the file and from memory."""
-        for _, undo in reversed(self._unsynced.values()):
-            undo()
-        self._records -= len(self._unsynced)
-        self._unsynced.clear()
-        self._epoch += 1
-        self._truncate(self._durable)
-        self._end = self._durable
-
-    def _truncate(self, size: int) -> None:
-        try:
-            os.ftruncate(self._fd, size)
-            if self._fsync:
-                os.fsync(self._fd)
-        except OSError as exc:
-            self._broken = (
-                f"cannot truncate {self.path} after a failed write ({exc.strerror}); "
-                "restart the server to recover"
-            )
-            log.critical("%s", self._broken)
-
 
 def inspect(data_dir: str) -> journal.Journal:
     """Read the journal of ``data_dir`` without locking or changing it."""
@@ -398,3 +287,7 @@ def inspect(data_dir: str) -> journal.Journal:
             return journal.read(path, fh.read())
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+
+
+_open_stores: "weakref.WeakSet[JsonFileStore]" = weakref.WeakSet()
+os.register_at_fork(after_in_child=lambda: [store._forked() for store in list(_open_stores)])

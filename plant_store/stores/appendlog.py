@@ -1,0 +1,258 @@
+"""An append-only file with group commit, rollback and a swap of files: the mechanism under
+the JSON-file store, apart from what its lines mean.
+
+Invariants, all under ``cond`` (the caller holds it around ``commit``, ``wait_for``,
+``sync`` and ``swap``; the log lets go of it only while an fsync runs):
+
+1. Every appended line is a :class:`Ticket` in ``_pending``, in append order, until its fate
+   is set, once: durable (an fsync that started after the line was written succeeded) or
+   dropped (a rollback removed it). A waiter waits on its own ticket, never on a file
+   offset, so nothing a swap or a rollback does to offsets can strand it.
+2. ``_size`` is the file's length; ``_durable_size`` is how much of it is known to be on
+   disk. The bytes between the two belong to the pending tickets, and only to them.
+3. At most one fsync runs at a time (``_syncing``). It covers the tickets pending when it
+   started and, when it succeeds, makes exactly those durable. When it fails, every pending
+   ticket is dropped (undone newest first, the file cut back to ``_durable_size``): the
+   kernel may have discarded any of their pages.
+4. After each fsync the path is checked to still name the open file: a line is never
+   acknowledged into a file that was deleted or replaced under the running server.
+5. A swap (compaction) happens only when settled: nothing pending, no fsync running, and
+   new appends held back (``_draining``) until it is done.
+6. Once broken (a cut-back or a swap that could not be made durable, a file deleted under
+   us, a fork), every change is refused until a restart reopens the file.
+"""
+
+import collections
+import logging
+import os
+import threading
+from collections.abc import Callable, Hashable
+from typing import Protocol
+
+from plant_store.logs import Throttle
+from plant_store.stores.base import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class Syscalls(Protocol):
+    """The system calls of the write paths: the store's seams for fault-injection tests."""
+
+    def _write(self, fd: int, data: bytes) -> int: ...
+    def _fsync_fd(self, fd: int) -> None: ...
+    def _replace(self, src: str, dst: str) -> None: ...
+
+
+class Ticket:
+    """One appended line: its key, how to undo its change, and its fate (None: pending)."""
+
+    __slots__ = ("durable", "key", "undo")
+
+    def __init__(self, key: Hashable, undo: Callable[[], None]) -> None:
+        self.key, self.undo, self.durable = key, undo, None
+
+
+class AppendLog:
+    def __init__(self, path: str, fd: int, syscalls: Syscalls, *, fsync: bool = True) -> None:
+        self.path = path
+        self.fd = fd
+        self._sys = syscalls
+        self._fsync = fsync
+        self._size = self._durable_size = os.fstat(fd).st_size
+        self._identity = _identity(os.fstat(fd))
+        self.cond = threading.Condition(threading.Lock())
+        self._pending: collections.deque[Ticket] = collections.deque()
+        self._by_key: dict[Hashable, Ticket] = {}  # the newest pending ticket of each key
+        self._syncing = False
+        self._draining = False
+        self.broken: str | None = None
+        self._failures = Throttle(10.0)
+
+    # Called with cond held.
+
+    def commit(self, line: bytes, key: Hashable, apply: Callable[[], Callable[[], None]]) -> None:
+        """Append ``line``, ``apply`` its change, and return once the line is durable; the
+        change is undone (by what ``apply`` returned) and StoreUnavailable raised if the
+        write or its fsync fails."""
+        if self.broken:
+            raise StoreUnavailable(self.broken)
+        try:
+            self.write_all(self.fd, line + b"\n")
+        except OSError as exc:
+            self._cut_back(self._size)  # only this line's part: others' lines are pending
+            message = f"cannot write {self.path}: {exc.strerror}"
+            self._failures.error(log, "%s", message)
+            raise StoreUnavailable(message) from None
+        self._size += len(line) + 1
+        ticket = Ticket(key, apply())
+        self._pending.append(ticket)
+        self._by_key[key] = ticket
+        while ticket.durable is None:
+            self._sync_or_wait()
+        if not ticket.durable:
+            raise StoreUnavailable(f"cannot write {self.path}: {self.broken or 'fsync failed'}")
+
+    def wait_for(self, key: Hashable) -> None:
+        """Wait until no swap holds appends back and no change of ``key`` is pending, so the
+        caller decides on settled state and then appends without letting go of the lock."""
+        while self._draining or key in self._by_key:
+            if self._draining:
+                self.cond.wait()
+            else:
+                ticket = self._by_key[key]
+                while ticket.durable is None:
+                    self._sync_or_wait()
+
+    def pending(self, key: Hashable) -> bool:
+        return key in self._by_key
+
+    def sync(self) -> None:
+        """Wait until every line appended so far has its fate."""
+        if self._pending:
+            last = self._pending[-1]
+            while last.durable is None:
+                self._sync_or_wait()
+
+    def swap(self, fd: int, tmp: str, since: int) -> tuple[int, int, bytes]:
+        """Make ``fd`` (the file at ``tmp``, holding the state as of offset ``since`` of
+        this file) the log: copy over what was appended since, fsync it, rename it over
+        ``path`` and fsync the directory. Returns the old size, the new size, and the
+        copied tail. ``fd`` and ``tmp`` are the log's from the call on: on a failure before
+        the rename both are removed and the old file stays in use; after it, the log is
+        broken (a power loss could bring back the old file)."""
+        renamed = False
+        try:
+            self._settle()
+            if self.broken:
+                raise StoreUnavailable(self.broken)
+            tail = os.pread(self.fd, self._size - since, since)
+            self.write_all(fd, tail)
+            self._sys._fsync_fd(fd)
+            self._sys._replace(tmp, self.path)
+            renamed = True
+            before, size = self._size, os.fstat(fd).st_size
+            os.close(self.fd)
+            self.fd = fd
+            self._size = self._durable_size = size
+            self._identity = _identity(os.fstat(fd))
+            fsync_dir(os.path.dirname(self.path), self._sys)
+        except OSError as exc:
+            if renamed:
+                self._break(f"cannot make the compacted {self.path} durable ({exc.strerror}); "
+                            "restart the server to recover")
+            raise StoreUnavailable(f"cannot compact {self.path}: {exc.strerror}") from None
+        finally:
+            if not renamed:
+                os.close(fd)
+                os.unlink(tmp)
+        return before, size, tail
+
+    def settled_size(self) -> int:
+        """Hold appends back until everything appended is durable, then return the size."""
+        self._settle()
+        return self._size
+
+    def _settle(self) -> None:
+        self._draining = True
+        try:
+            while self._syncing or self._pending:
+                self._sync_or_wait()
+        finally:
+            self._draining = False
+            self.cond.notify_all()
+
+    def _sync_or_wait(self) -> None:
+        """Run one fsync covering every pending ticket, or wait for the one running."""
+        if self._syncing:
+            self.cond.wait()
+            return
+        self._syncing = True
+        covered, size = len(self._pending), self._size
+        error = moved = None
+        self.cond.release()
+        try:
+            if self._fsync:
+                self._sys._fsync_fd(self.fd)
+            if _identity(os.stat(self.path)) != self._identity:
+                moved = "replaced"
+        except FileNotFoundError:
+            moved = "deleted"
+        except OSError as exc:
+            error = f"fsync failed ({exc.strerror})"
+        finally:
+            self.cond.acquire()
+            self._syncing = False
+            self.cond.notify_all()
+        if moved:
+            self._break(f"{self.path} was {moved} under the running server; "
+                        "restart the server to recover")
+        if error or moved:
+            self._failures.error(log, "cannot write %s: %s; rolling back %d changes",
+                                 self.path, error or self.broken, len(self._pending))
+            self._rollback()
+        else:
+            self._durable_size = size
+            for _ in range(covered):
+                self._settle_ticket(self._pending.popleft(), True)
+
+    def _settle_ticket(self, ticket: Ticket, durable: bool) -> None:
+        ticket.durable = durable
+        if self._by_key.get(ticket.key) is ticket:
+            del self._by_key[ticket.key]
+
+    def _rollback(self) -> None:
+        """Drop every pending line, from the file and from memory."""
+        while self._pending:
+            ticket = self._pending.pop()
+            ticket.undo()
+            self._settle_ticket(ticket, False)
+        self._cut_back(self._durable_size)
+
+    def _cut_back(self, size: int) -> None:
+        """Cut the file back to ``size``, dropping what was written past it."""
+        try:
+            os.ftruncate(self.fd, size)
+            if self._fsync:
+                os.fsync(self.fd)
+            self._size = size
+        except OSError as exc:
+            self._break(f"cannot truncate {self.path} after a failed write ({exc.strerror}); "
+                        "restart the server to recover")
+
+    def _break(self, message: str) -> None:
+        if not self.broken:
+            self.broken = message
+            log.critical("%s", message)
+
+    def write_all(self, fd: int, data: bytes) -> None:
+        written = self._sys._write(fd, data)
+        while written < len(data):
+            written += self._sys._write(fd, data[written:])
+
+    def detach(self, reason: str) -> None:
+        """In a forked child: close our copy of the file and refuse every change. The lock
+        and the file stay the parent's; nothing here may touch them again."""
+        self.broken = reason
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def close(self) -> None:
+        with self.cond:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+            self.broken = self.broken or f"{self.path} is closed"
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def fsync_dir(directory: str, syscalls: Syscalls) -> None:
+    """Make a rename or a new entry in ``directory`` durable."""
+    dir_fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        syscalls._fsync_fd(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -38,6 +38,8 @@ def create_server(app: Callable, config: Config) -> BaseWSGIServer | MultiSocket
         # (chunk-size lines too), reach this (its parser compares >=): the limit itself is
         # accepted; one byte more is refused before the app and its token check, unread.
         max_request_body_size=config.max_body_size + 1,
+        connection_limit=config.connection_limit, channel_timeout=config.channel_timeout,
+        cleanup_interval=min(30, config.channel_timeout),  # how often idle ones are closed
         **proxy,
     )
     use_json_errors(server)

@@ -109,6 +109,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("port", _int_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one."),
     Setting("threads", _int_in(1, 256), "16",
             "Waitress worker threads; more of them share each fsync (group commit)."),
+    Setting("connection_limit", _int_in(10, 1000), "100",
+            "Most connections waitress holds open, counting its own listening socket and "
+            "wake-up pipe (at most 1000: it watches them with select()); later clients wait "
+            "unanswered until one closes. Clients that send slowly can hold them all "
+            "(slowloris): on a public port, put a proxy in front (see the README)."),
+    Setting("channel_timeout", _int_in(1, 86400), "120",
+            "Seconds a connection may go without sending or receiving a byte, outside a "
+            "request the app is handling, before waitress closes it (checked every 30 s, or "
+            "this often if shorter). A client that sends a byte now and then is never closed. "
+            "Behind nginx keep it above nginx's upstream keepalive_timeout (60 s)."),
     Setting("store", _one_of("memory", "jsonfile"), "jsonfile",
             "Where plants live: 'memory' (lost on exit) or 'jsonfile' (durable)."),
     Setting("data_dir", str, "plant-store-data",
@@ -163,6 +173,8 @@ class Config:
     host: str
     port: int
     threads: int
+    connection_limit: int
+    channel_timeout: int
     store: str
     data_dir: str
     token_file: str

@@ -9,13 +9,19 @@ from plant_store.schemas import ErrorSchema
 
 log = logging.getLogger(__name__)
 _dump = ErrorSchema().dump
+INTERNAL = "The server failed to handle the request; the details are in its log."
+TOO_LARGE = "The request body is larger than the limit of {} bytes."
 
 
 def serialize(req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError) -> None:
     """Error serializer: JSON whatever the client accepts, with a plain-sentence message."""
     resp.content_type = falcon.MEDIA_JSON
-    body = {"error": error.status_code, "message": _message(req, error)}
-    resp.data = orjson.dumps(_dump(body))
+    resp.data = document(error.status_code, _message(req, error))
+
+
+def document(status: int, message: str) -> bytes:
+    """The Error body; waitress's own errors use it too (``waitress_errors``)."""
+    return orjson.dumps(_dump({"error": status, "message": message}))
 
 
 def _message(req: falcon.Request, error: falcon.HTTPError) -> str:
@@ -31,6 +37,4 @@ def _message(req: falcon.Request, error: falcon.HTTPError) -> str:
 def unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: dict) -> None:
     """Handler for anything unforeseen: the traceback goes to the log, not to the client."""
     log.exception("unhandled error in %s %s", req.method, req.path)
-    raise falcon.HTTPInternalServerError(
-        description="The server failed to handle the request; the details are in its log."
-    )
+    raise falcon.HTTPInternalServerError(description=INTERNAL)

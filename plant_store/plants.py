@@ -8,6 +8,7 @@ import falcon
 import orjson
 from marshmallow import ValidationError
 
+from plant_store import errors
 from plant_store.schemas import JsonInteger, describe, dump_plant, load_new_plant
 from plant_store.stores import Conflict, Store, StoreUnavailable
 
@@ -124,7 +125,7 @@ class PlantResource:
 
 def _too_large(limit: int) -> falcon.HTTPContentTooLarge:
     return falcon.HTTPContentTooLarge(
-        description=f"The request body is larger than the limit of {limit} bytes."
+        description=errors.TOO_LARGE.format(limit)
     )
 
 

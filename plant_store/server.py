@@ -5,12 +5,14 @@ import signal
 from collections.abc import Callable
 
 import waitress
+from waitress.server import BaseWSGIServer, MultiSocketServer
 
 from plant_store import access_log, webhooks
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import Store
 from plant_store.tokens import TokenFile
+from plant_store.waitress_errors import use_json_errors
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +21,9 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # waitress's run() loop stops on it and lets workers finish
 
 
-def create_server(app: Callable, config: Config):
-    """A waitress server for ``app`` with the configured settings (benchmarks reuse it)."""
+def create_server(app: Callable, config: Config) -> BaseWSGIServer | MultiSocketServer:
+    """A waitress server for ``app`` with the configured settings (benchmarks reuse it); a
+    host that resolves to several addresses gets a MultiSocketServer."""
     proxy = {}
     if config.trusted_proxy:
         proxy = {
@@ -28,10 +31,26 @@ def create_server(app: Callable, config: Config):
             "trusted_proxy_headers": config.trusted_proxy_headers,
             "trusted_proxy_count": 1,
         }
-    return waitress.create_server(
+    server = waitress.create_server(
         app, host=config.host, port=config.port, threads=config.threads, ident="plant-store",
-        url_prefix=config.url_prefix, clear_untrusted_proxy_headers=True, **proxy,
+        url_prefix=config.url_prefix, clear_untrusted_proxy_headers=True,
+        # Waitress refuses a body once its Content-Length, or a chunked body's bytes as sent
+        # (chunk-size lines too), reach this (its parser compares >=): the limit itself is
+        # accepted; one byte more is refused before the app and its token check, unread.
+        max_request_body_size=config.max_body_size + 1,
+        connection_limit=config.connection_limit, channel_timeout=config.channel_timeout,
+        cleanup_interval=min(30, config.channel_timeout),  # how often idle ones are closed
+        **proxy,
     )
+    use_json_errors(server)
+    return server
+
+
+def _urls(server: BaseWSGIServer | MultiSocketServer, prefix: str) -> list[str]:
+    listening = (server.effective_listen if isinstance(server, MultiSocketServer)
+                 else [(server.effective_host, server.effective_port)])
+    return [f"http://{f'[{host}]' if ':' in host else host}:{port}{prefix}"
+            for host, port in listening]
 
 
 def serve(
@@ -43,11 +62,11 @@ def serve(
     try:
         app = create_app(config, store=store, tokens=tokens, webhooks=worker)
         server = create_server(app, config)
-        url = f"http://{server.effective_host}:{server.effective_port}{config.url_prefix}"
+        urls = _urls(server, config.url_prefix)
         if on_ready:
-            on_ready(url)
+            on_ready(urls[0])
         log.info("plant-store listening on %s (store: %s, %d threads)",
-                 url, config.store, config.threads)
+                 " and ".join(urls), config.store, config.threads)
         signal.signal(signal.SIGTERM, _interrupt)
         signal.signal(signal.SIGINT, _interrupt)
         # On a stop signal waitress stops accepting, lets each worker finish its request and

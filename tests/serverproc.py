@@ -1,6 +1,9 @@
 """Run ``plant-store serve`` as a real subprocess and talk HTTP to it."""
 
+import collections
+import contextlib
 import http.client
+import itertools
 import json
 import os
 import re
@@ -33,6 +36,74 @@ def http_request(host, port, method, path, body=None, token=None, headers=None, 
         return response.status, response.headers, data
     finally:
         conn.close()
+
+
+Answer = collections.namedtuple("Answer", "status headers body raw sent")
+
+
+def exchange(host, port, head, chunks=(), source=None, timeout=5):
+    """Send ``head``, then each of ``chunks`` from a thread, while reading the answer here, so
+    it is seen even when the server refuses the rest and closes early. Returns an Answer:
+    status, headers (lower-case names), body (parsed when JSON), the raw bytes received and
+    how many bytes the server let the client send (an upper bound of what it read)."""
+    sock = socket.create_connection((host, port), timeout=timeout,
+                                    source_address=(source, 0) if source else None)
+    sent = 0
+
+    def send():
+        nonlocal sent
+        try:
+            for data in itertools.chain([head], chunks):
+                view = memoryview(data)
+                while view:
+                    count = sock.send(view)
+                    sent += count
+                    view = view[count:]
+        except OSError:
+            pass  # the server closed: it refused the rest
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    raw = b""
+    try:
+        while not _complete(raw):
+            try:
+                data = sock.recv(65536)
+            except (ConnectionResetError, TimeoutError):
+                break
+            if not data:
+                break
+            raw += data
+    finally:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)  # wakes the sender
+        sender.join(timeout)
+        sock.close()
+    return Answer(*parse_answer(raw), raw, sent)
+
+
+def _final(raw):
+    """The answer after any interim ``100 Continue``."""
+    while raw.startswith(b"HTTP/1.1 100 ") and b"\r\n\r\n" in raw:
+        raw = raw.partition(b"\r\n\r\n")[2]
+    return raw
+
+
+def _complete(raw):
+    head, sep, body = _final(raw).partition(b"\r\n\r\n")
+    length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    return bool(sep) and length is not None and len(body) >= int(length.group(1))
+
+
+def parse_answer(raw):
+    """(status, headers with lower-case names, body parsed when JSON) of a raw answer."""
+    head, _, body = _final(raw).partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1]) if lines[0] else None
+    headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:])}
+    if headers.get("content-type") == "application/json":
+        body = json.loads(body)
+    return status, headers, body
 
 
 def free_port():

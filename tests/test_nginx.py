@@ -3,6 +3,7 @@
 import os
 import pathlib
 import re
+import selectors
 import shutil
 import socket
 import subprocess
@@ -10,7 +11,7 @@ import time
 
 import pytest
 
-from serverproc import Server, free_port, http_request
+from serverproc import Server, free_port, http_request, parse_answer
 
 EXAMPLE = pathlib.Path(__file__).parent.parent / "conf" / "nginx.conf.example"
 NGINX = shutil.which("nginx") or next(
@@ -23,7 +24,7 @@ MAIN = """daemon off;
 master_process off;
 pid {tmp}/nginx.pid;
 error_log {tmp}/error.log warn;
-events {{ worker_connections 256; }}
+events {{ worker_connections 1024; }}  # the slow-client test holds ~350
 http {{
     access_log off;
     client_body_temp_path {tmp}/body;
@@ -154,6 +155,64 @@ def test_scheme_and_host_come_from_a_trusted_proxy_only(tmp_path, trusted, sourc
                                               source=source)
         assert status == 200
         assert document["servers"] == [{"url": url.format(host=f"127.0.0.1:{server.port}")}]
+
+
+def test_slow_clients_neither_starve_others_nor_exceed_their_share(proxied):
+    _server, nginx, token = proxied
+    per_client = re.search(r"limit_conn plant_store_clients (\d+);", EXAMPLE.read_text())
+    assert per_client, "the example sets no per-client limit"
+    held = []
+
+    def connect(data):
+        sock = socket.create_connection(("127.0.0.1", nginx.port), timeout=5,
+                                        source_address=("127.0.0.2", 0))
+        held.append(sock)
+        sock.sendall(data)
+        return sock
+
+    def timed_create(plant_id):
+        started = time.monotonic()
+        status, _, _ = nginx.request("POST", "/api/plants", {"id": plant_id, "name": "x"}, token)
+        return status, time.monotonic() - started
+
+    try:
+        # Three times waitress's connection limit, each with half a header, then nothing.
+        for _ in range(300):
+            connect(b"POST /api/plants HTTP/1.1\r\nHost: x\r\nContent-Ty")
+        for plant_id in range(5):  # another client is served as ever
+            status, seconds = timed_create(plant_id)
+            assert status == 200 and seconds < 1
+        # Whole headers, a body that never comes: each holds a request in progress.
+        head = ("POST /api/plants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Authorization: Bearer {token}\r\nContent-Length: 100\r\n\r\n{{").encode()
+        flood = [connect(head) for _ in range(int(per_client[1]) + 10)]
+        answers = read_answers(flood, seconds=2)
+        assert len(answers) == 10  # only those beyond the limit are answered, at once
+        for raw in answers:
+            status, headers, body = parse_answer(raw)
+            assert (status, headers["content-type"], body["error"]) == (
+                429, "application/json", 429)
+        status, seconds = timed_create(99)
+        assert status == 200 and seconds < 1
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def read_answers(socks, seconds):
+    """What the server sent on each of ``socks`` that it answered within ``seconds``."""
+    answers = {}
+    with selectors.DefaultSelector() as selector:
+        for sock in socks:
+            selector.register(sock, selectors.EVENT_READ)
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            for key, _ in selector.select(left):
+                data = key.fileobj.recv(65536)
+                answers[key.fileobj] = answers.get(key.fileobj, b"") + data
+                if not data:
+                    selector.unregister(key.fileobj)
+    return list(answers.values())
 
 
 def wait_for_line(server, needle, timeout=5):

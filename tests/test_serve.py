@@ -3,6 +3,7 @@
 import http.client
 import json
 import signal
+import socket
 import threading
 import time
 
@@ -137,3 +138,22 @@ def test_list_and_delete_over_http_across_a_restart(tmp_path):
         assert server.request("POST", "/plants", {"id": 1, "name": "again"}, token)[0] == 200
         assert server.request("GET", "/plants?cursor=4", token=token)[2] == [
             {"name": "p4"}, {"name": "again"}]
+
+
+def test_connection_limit_and_channel_timeout_are_applied(tmp_path):
+    # Waitress counts its listening socket and wake-up pipe too: 8 clients fill a limit of 10.
+    with Server(tmp_path, "--connection-limit", "10", "--channel-timeout", "1") as server:
+        idle = [socket.create_connection((server.host, server.port), timeout=5)
+                for _ in range(10)]
+        try:
+            for sock in idle:
+                sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+            started = time.monotonic()
+            status, _, _ = server.request("GET", "/health", timeout=10)
+            waited = time.monotonic() - started
+            assert status == 200
+            assert 0.5 < waited < 4  # held back by the limit until the idle ones were closed
+            assert all(sock.recv(1) == b"" for sock in idle)  # by the server, unanswered
+        finally:
+            for sock in idle:
+                sock.close()

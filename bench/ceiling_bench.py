@@ -4,6 +4,7 @@ Run from the repository root with the project installed:
 
     python bench/ceiling_bench.py                  # 15 rounds of 2 s, about 2 minutes
     python bench/ceiling_bench.py --rounds 9 --seconds 3
+    git worktree add /tmp/before HEAD~3 && python bench/ceiling_bench.py --before /tmp/before
 
 Three servers with the same waitress settings, each pinned to CPU 0 with the load on CPU 1:
 a bare WSGI callable that reads the body and answers fixed JSON (the ceiling), the service
@@ -12,7 +13,9 @@ deployment has is on: token check, validation, access log at info. Prints reques
 p50/p99 latency, non-2xx answers, the server's CPU time per request, and each as a ratio
 to the ceiling's (for CPU time, ceiling / service: the share of the ceiling's capacity the
 service keeps when the CPU is the limit); then the resident
-memory of the memory store after --fill creates.
+memory of the memory store after --fill creates. With ``--before DIR`` the service is also
+run from the checkout in DIR, in the same rounds, so a change is measured before and after
+side by side.
 """
 
 import argparse
@@ -44,6 +47,8 @@ def main():
                         help="interleaved rounds; medians and paired ratios are reported")
     parser.add_argument("--fill", type=int, default=1_000_000,
                         help="creates before measuring the memory store's resident memory")
+    parser.add_argument("--before", metavar="DIR",
+                        help="also run the service from this checkout (the code before a change)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -54,6 +59,11 @@ def main():
             "service, JSON-file store (fsync)": serverctl.plant_store(
                 os.path.join(tmp, "j"), taskset="0"),
         }
+        if args.before:
+            servers["before: service, memory store"] = serverctl.plant_store(
+                os.path.join(tmp, "bm"), "--store", "memory", taskset="0", tree=args.before)
+            servers["before: service, JSON-file store (fsync)"] = serverctl.plant_store(
+                os.path.join(tmp, "bj"), taskset="0", tree=args.before)
         results = loadgen.interleaved(servers, args.rounds, args.seconds)
 
     loadgen.report(results, baseline="bare WSGI on waitress (ceiling)")

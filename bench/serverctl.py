@@ -14,14 +14,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @contextlib.contextmanager
-def running(command, taskset=None, wrapper=()):
+def running(command, taskset=None, wrapper=(), env=None):
     """Yield (host, port, proc) once ``command`` logs its URL; its log goes to a file.
-    ``wrapper`` goes before the command (valgrind, say)."""
+    ``wrapper`` goes before the command (valgrind, say); ``env`` adds to the environment."""
     command = [*wrapper, *command]
     if taskset:
         command = ["taskset", "-c", taskset, *command]
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log,
+                                env={**os.environ, **(env or {})})
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
@@ -41,12 +42,14 @@ def running(command, taskset=None, wrapper=()):
 
 
 @contextlib.contextmanager
-def plant_store(data_dir, *args, taskset=None, wrapper=()):
-    """Yield (host, port, token, proc) of a running service with a fresh token."""
+def plant_store(data_dir, *args, taskset=None, wrapper=(), tree=None):
+    """Yield (host, port, token, proc) of a running service with a fresh token; ``tree``:
+    a checkout to run the service from instead of this one (a version before a change)."""
     token = TokenFile(os.path.join(data_dir, "tokens.json")).add(f"bench-{time.time_ns()}")
     command = [sys.executable, "-m", "plant_store", "serve", "--port", "0",
                "--data-dir", data_dir, *args]
-    with running(command, taskset, wrapper) as (host, port, proc):
+    env = {"PYTHONPATH": os.path.abspath(tree)} if tree else None
+    with running(command, taskset, wrapper, env) as (host, port, proc):
         yield host, port, token, proc
 
 

@@ -174,3 +174,16 @@ def test_a_store_inherited_across_fork_refuses_in_the_child(tmp_path):
         store.create(Plant(3, "parent's again"))  # the parent's lock and file are intact
     with JsonFileStore(str(tmp_path)) as store:
         assert [p.id for p in store.page(0, 10)[0]] == [1, 3]
+
+
+def test_a_change_refused_after_its_write_leaves_no_line_behind(tmp_path):
+    """2**63 encodes as JSON but does not fit the creation order's int64s: the order
+    refuses it after the line is written, and the line must go with it."""
+    with JsonFileStore(str(tmp_path)) as store:
+        store.create(Plant(1, "a"))
+        with pytest.raises(OverflowError):
+            store.create(Plant(2**63, "too big"))
+        store.create(Plant(2, "b"))
+    assert b"too big" not in (tmp_path / DATA_FILE).read_bytes()
+    with JsonFileStore(str(tmp_path)) as store:  # and it opens: no stray record
+        assert [p.id for p in store.page(0, 10)[0]] == [1, 2]

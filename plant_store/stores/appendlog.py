@@ -83,8 +83,13 @@ class AppendLog:
             message = f"cannot write {self.path}: {exc.strerror}"
             self._failures.error(log, "%s", message)
             raise StoreUnavailable(message) from None
+        try:
+            undo = apply()
+        except BaseException:
+            self._cut_back(self._size)  # the change was refused: so is its line
+            raise
         self._size += len(line) + 1
-        ticket = Ticket(key, apply())
+        ticket = Ticket(key, undo)
         self._pending.append(ticket)
         self._by_key[key] = ticket
         while ticket.durable is None:
@@ -231,7 +236,9 @@ class AppendLog:
 
     def detach(self, reason: str) -> None:
         """In a forked child: close our copy of the file and refuse every change. The lock
-        and the file stay the parent's; nothing here may touch them again."""
+        and the file stay the parent's; nothing here may touch them again. The condition is
+        made anew: another thread of the parent may have held it at the fork."""
+        self.cond = threading.Condition(threading.Lock())
         self.broken = reason
         if self.fd >= 0:
             os.close(self.fd)
@@ -239,6 +246,8 @@ class AppendLog:
 
     def close(self) -> None:
         with self.cond:
+            while self._syncing:  # its fsync has the descriptor
+                self.cond.wait()
             if self.fd >= 0:
                 os.close(self.fd)
                 self.fd = -1

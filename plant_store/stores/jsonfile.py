@@ -190,6 +190,8 @@ class JsonFileStore(Store):
         refuses everything, so two processes never write one file."""
         self._log.detach(f"{self.path} was opened by process {self._pid} before a fork; "
                          "a worker process must open its own store (see README: pre-fork servers)")
+        self._cond = self._log.cond
+        self._compacting = threading.Lock()
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1

@@ -76,12 +76,14 @@ class WebhookWorker:
     deliveries go out in that URL's lane, one at a time, the lanes in parallel, so a slow or
     dead subscriber delays only its own deliveries.
 
-    Invariants: a URL has at most one delivery in flight, so one URL's order and back-off
-    are as simple as with one thread. A lane records its outcome (the store, then ``_due``)
-    before it frees its URL. A pass of the dispatcher copies the URLs in flight and the due
-    times before it reads the outbox, and starts at most one lane per URL idle at that copy,
-    so a lane ending during the pass can never have its delivery sent again from the
-    pass's older view of the outbox.
+    Invariants: a URL has at most one lane, and a lane sends one delivery at a time, so one
+    URL's order and back-off are as simple as with one thread. A lane records each outcome
+    (the store, then ``_due``) before it frees its URL. A pass of the dispatcher copies the
+    URLs in flight and the due times before it reads the outbox, and starts a lane only for
+    a URL idle at that copy, so a lane ending during the pass can never have its deliveries
+    sent again from the pass's older view of the outbox. A lane takes all its URL's due
+    deliveries at once, so a pass (which reads the whole outbox) comes per lane, not per
+    delivery.
     """
 
     def __init__(self, store: Store, config: Config) -> None:
@@ -136,46 +138,52 @@ class WebhookWorker:
             self._wake.wait(delay)
 
     def run_once(self) -> float:
-        """Start a lane for each idle URL with a delivery due; return the seconds until the
+        """Start a lane for each idle URL with deliveries due; return the seconds until the
         next is due (a lane that ends wakes the dispatcher sooner)."""
         self._take_retry_requests()
         with self._lock:  # before the outbox is read: see the class's invariants
             busy, due_at = set(self._busy), dict(self._due)
         now = time.monotonic()
         wait = IDLE
+        lanes: dict[str, list[Delivery]] = {}  # URL -> its deliveries due, in order
         for delivery in self._store.deliveries():
-            if self._stopping.is_set():
-                break
             if delivery.url in busy:
                 continue
             due = due_at.get(delivery.id, 0.0) - now
             if due > 0:
                 wait = min(wait, due)
-                continue
-            busy.add(delivery.url)
-            with self._lock:
-                self._busy.add(delivery.url)
+            else:
+                lanes.setdefault(delivery.url, []).append(delivery)
+        with self._lock:
+            self._busy.update(lanes)
+        for deliveries in lanes.values():
             try:
-                self._lanes.submit(self._lane, delivery)
+                self._lanes.submit(self._lane, deliveries)
             except RuntimeError:  # the interpreter is exiting; its exit waits for the lanes
                 self._stopping.set()
+                break
         return max(wait, 0.0)
 
-    def _lane(self, delivery: Delivery) -> None:
-        """Send one delivery and record its outcome, then free its URL and wake the
-        dispatcher for that URL's next."""
+    def _lane(self, deliveries: list[Delivery]) -> None:
+        """Send one URL's due deliveries in order, one at a time, each outcome recorded;
+        then free the URL and wake the dispatcher for any that came due meanwhile."""
         try:
-            if not self._stopping.is_set():
-                self._send(delivery)
-        except StoreUnavailable as exc:  # sent or not, it is still owed: try again later
-            log.error("webhook deliveries paused: %s", exc)
-            self._set_due(delivery.id, self._backoff)
-        except Exception:
-            log.exception("webhook delivery %s failed; trying again", delivery.id)
-            self._set_due(delivery.id, self._backoff)
+            for delivery in deliveries:
+                if self._stopping.is_set():
+                    break
+                try:
+                    self._send(delivery)
+                except StoreUnavailable as exc:  # sent or not, it is owed: try again later
+                    log.error("webhook deliveries paused: %s", exc)
+                    self._set_due(delivery.id, self._backoff)
+                    break
+                except Exception:
+                    log.exception("webhook delivery %s failed; trying again", delivery.id)
+                    self._set_due(delivery.id, self._backoff)
+                    break
         finally:
             with self._lock:
-                self._busy.discard(delivery.url)
+                self._busy.discard(deliveries[0].url)
             self._wake.set()
 
     def _send(self, delivery: Delivery) -> None:

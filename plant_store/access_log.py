@@ -8,12 +8,16 @@ rather than one write per request: a write lets go of the GIL, and getting it ba
 busy worker threads costs more than the request itself. As with nginx's ``access_log
 buffer= flush=``, a ``kill -9`` loses at most the last interval's lines; a normal exit
 writes them all. Probes (``quiet_paths``) are logged only at ``log_level = debug``.
+
+In the text format every field a client chose (path, method, address, request id) has its
+control characters escaped as ``\\xNN``, so a request cannot forge or split a line.
 """
 
 import atexit
 import collections
 import contextlib
 import os
+import re
 import sys
 import threading
 import time
@@ -28,6 +32,17 @@ from plant_store.logs import iso_timestamp, timestamp
 from plant_store.request_id import RequestId
 
 FLUSH_INTERVAL = 0.05  # seconds; a small batch holds the GIL briefly, which keeps p99 down
+# What a client could use to end a text line early or rewrite a terminal (C0, DEL, C1, and
+# the line and paragraph separators that str.splitlines also breaks at); the backslash too,
+# so that an escape in a line always stands for the character it names.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    if code == 0x5C:  # the backslash
+        return "\\\\"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 class AccessLog:
@@ -81,6 +96,12 @@ class AccessLog:
                 "status": status, "duration_ms": round(elapsed * 1000, 3),
                 "request_id": request_id,
             }).decode() + "\n"
+        client = (remote_addr, method, path, request_id)
+        chosen = "".join(client)
+        # Every unsafe character but the backslash is unprintable, and isprintable() costs
+        # the usual clean line less than a regex search would.
+        if not chosen.isprintable() or "\\" in chosen:
+            remote_addr, method, path, request_id = (_UNSAFE.sub(_escape, f) for f in client)
         tenths = round(elapsed * 10000)  # of a millisecond; ints format faster than floats
         return (f"{timestamp(now)} {level} [plant_store.access] {remote_addr} {method} "
                 f"{path} {status} {tenths // 10}.{tenths % 10}ms {request_id}\n")

@@ -78,8 +78,10 @@ def _serve(cfg: config.Config, tokens: TokenFile) -> int:
     store = open_store(cfg)
 
     def announce(url: str) -> None:
-        """Once listening, make the first token if there is none, and show it this once."""
-        if not tokens.entries():
+        """Once listening, make the first token if there is no token file, and show it this
+        once. An empty file is kept: its tokens were revoked, and a restart must not undo
+        that."""
+        if not os.path.exists(tokens.path):
             token = tokens.add(FIRST_TOKEN_LABEL)
             print(_first_token_message(token, url, tokens.path), flush=True)
 

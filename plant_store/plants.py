@@ -9,6 +9,7 @@ import orjson
 from marshmallow import ValidationError
 
 from plant_store import errors
+from plant_store.json_fallback import reparse
 from plant_store.schemas import JsonInteger, describe, dump_plant, load_new_plant
 from plant_store.stores import Conflict, Store, StoreUnavailable
 
@@ -16,7 +17,7 @@ _INT32, _INT64 = JsonInteger(32), JsonInteger(64)  # the bounds the schemas use
 INT32_MAX = _INT32.maximum
 _ID = re.compile(r"-?[0-9]{1,19}")
 _LIMIT = re.compile(r"[0-9]{1,10}")
-_LIMIT_RULE = f"an integer from 1 to {INT32_MAX}"
+_LIMIT_RULE = f"Must be an integer from 1 to {INT32_MAX}."
 _CURSOR = re.compile(r"[0-9]{1,18}")
 
 
@@ -36,12 +37,12 @@ class PlantsResource:
         unknown = sorted(set(req.params) - {"limit", "cursor"})
         if unknown:
             raise falcon.HTTPBadRequest(
-                description=f"{unknown[0]}: not a parameter here; use limit and cursor.")
+                description=f"{unknown[0]}: Not a parameter here; use limit and cursor.")
         limit = _query(req, "limit", _LIMIT, _LIMIT_RULE)
         limit = self._page_size if limit is None else int(limit)
         if not 1 <= limit <= INT32_MAX:
             raise _bad_param("limit", _LIMIT_RULE)
-        cursor = _query(req, "cursor", _CURSOR, "a cursor from a Link header")
+        cursor = _query(req, "cursor", _CURSOR, "Must be a cursor from a Link header.")
         start = 0 if cursor is None else int(cursor)
         try:
             plants, after = self._store.page(start, min(limit, self._max_page))
@@ -89,10 +90,13 @@ class PlantsResource:
             raise falcon.HTTPBadRequest(description="The request body is empty; send a NewPlant.")
         try:
             document = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            raise falcon.HTTPBadRequest(
-                description="The request body is not valid UTF-8 JSON."
-            ) from None
+        except orjson.JSONDecodeError as exc:
+            try:
+                document = reparse(body, exc)  # a number orjson cannot hold, say 1e400
+            except ValueError:
+                raise falcon.HTTPBadRequest(
+                    description="The request body is not valid UTF-8 JSON."
+                ) from None
         if not isinstance(document, dict):
             raise falcon.HTTPBadRequest(
                 description="The request body must be a JSON object (a NewPlant)."
@@ -110,8 +114,7 @@ class PlantResource:
     def on_delete(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
         number = int(plant_id) if _ID.fullmatch(plant_id) else None
         if number is None or not _INT64.minimum <= number <= _INT64.maximum:
-            raise falcon.HTTPBadRequest(description=(
-                f"id: must be an integer from {_INT64.minimum} to {_INT64.maximum}."))
+            raise _bad_param("id", _INT64.error_messages["invalid"])  # POST's words for it
         try:
             deleted = self._store.delete(number)
         except StoreUnavailable:
@@ -129,14 +132,15 @@ def _too_large(limit: int) -> falcon.HTTPContentTooLarge:
     )
 
 
-def _query(req: falcon.Request, name: str, pattern: re.Pattern, expected: str) -> str | None:
+def _query(req: falcon.Request, name: str, pattern: re.Pattern, rule: str) -> str | None:
     values = req.params.get(name)
     if values is None:
         return None
     if not isinstance(values, str) or not pattern.fullmatch(values):
-        raise _bad_param(name, expected)
+        raise _bad_param(name, rule)
     return values
 
 
-def _bad_param(name: str, expected: str) -> falcon.HTTPBadRequest:
-    return falcon.HTTPBadRequest(description=f"{name}: must be {expected}.")
+def _bad_param(name: str, rule: str) -> falcon.HTTPBadRequest:
+    """400 naming the parameter as marshmallow names a field: ``id: Must be ...``."""
+    return falcon.HTTPBadRequest(description=f"{name}: {rule}")

@@ -5,18 +5,22 @@ when its stat signature changes, looking at most once per ``recheck`` seconds, s
 or revoking a token needs no restart.
 """
 
+import contextlib
 import hashlib
 import hmac
 import json
 import logging
 import os
+import re
 import secrets
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
+
+from plant_store import durable
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,18 @@ class TokenEntry:
     label: str
     sha256: str
     created: str
+
+
+_FIELDS = [field.name for field in fields(TokenEntry)]
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _is_entry(entry: object) -> bool:
+    """Whether a file's entry is what ``_write`` writes; anything else would fail later, per
+    request, as a 500."""
+    return (isinstance(entry, dict) and sorted(entry) == sorted(_FIELDS)
+            and all(isinstance(value, str) for value in entry.values())
+            and _SHA256.fullmatch(entry["sha256"]) is not None)
 
 
 def _digest(token: str) -> str:
@@ -102,14 +118,20 @@ class TokenFile:
     # The operator's side.
 
     def entries(self) -> list[TokenEntry]:
+        """The file's tokens; none when it does not exist; TokenError when it is malformed."""
         try:
             with open(self.path, encoding="utf-8") as fh:
                 data = json.load(fh)
-            return [TokenEntry(**entry) for entry in data["tokens"]]
         except FileNotFoundError:
             return []
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise TokenError(f"cannot read token file {self.path}: {exc}") from None
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list) or not all(map(_is_entry, tokens)):
+            raise TokenError(f"cannot read token file {self.path}: not a list of tokens, "
+                             f"each an object of the strings {', '.join(_FIELDS)} "
+                             "(sha256 in lowercase hex)")
+        return [TokenEntry(**entry) for entry in tokens]
 
     def add(self, label: str) -> str:
         """Make a token, store its hash under ``label``, and return it (the only copy)."""
@@ -140,9 +162,10 @@ class TokenFile:
                     json.dump({"tokens": [asdict(e) for e in entries]}, fh, indent=1)
                     fh.flush()
                     os.fsync(fh.fileno())
-                os.replace(tmp, self.path)
+                durable.replace(tmp, self.path)
             except BaseException:
-                os.unlink(tmp)
+                with contextlib.suppress(FileNotFoundError):  # gone if the rename was made
+                    os.unlink(tmp)
                 raise
         except OSError as exc:
             raise TokenError(f"cannot write token file {self.path}: {exc.strerror}") from None

@@ -1,26 +1,26 @@
-"""The new-plant webhook: a worker thread that sends what the store's outbox owes.
+"""The new-plant webhook: a worker that sends what the store's outbox owes.
 
 Deliveries leave the client's request path entirely: a create only writes them into the
-outbox (in the same record as the plant); this worker POSTs each one, signed, and records
-the outcome in the store. Failures are retried with exponential back-off and jitter; after
-``webhook_max_attempts`` a delivery is kept as a dead letter until an operator retries it.
-Delivery is at least once: a crash between a send and its record sends it again, and
-receivers dedupe on the delivery id.
+outbox (in the same record as the plant); this worker POSTs each one, signed, each within
+``webhook_timeout`` in all, and records the outcome in the store. Failures are retried with
+exponential back-off and jitter; after ``webhook_max_attempts`` a delivery is kept as a dead
+letter until an operator retries it. Delivery is at least once: a crash between a send and
+its record sends it again, and receivers dedupe on the delivery id.
 """
 
 import hashlib
 import hmac
-import http.client
 import logging
 import os
 import random
 import threading
 import time
-from urllib.parse import urlsplit
+from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 
-from plant_store import __version__
+from plant_store import __version__, durable
+from plant_store.bounded_post import post
 from plant_store.config import Config
 from plant_store.stores import Store, StoreUnavailable
 from plant_store.stores.outbox import Delivery
@@ -44,26 +44,6 @@ def backoff(first: float, attempts: int) -> float:
     return random.uniform(delay / 2, delay)
 
 
-def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str | None:
-    """POST ``body``; None when the subscriber answered 2xx, else what went wrong."""
-    parts = urlsplit(url)
-    connection_class = (http.client.HTTPSConnection if parts.scheme == "https"
-                        else http.client.HTTPConnection)
-    connection = connection_class(parts.hostname, parts.port, timeout=timeout)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    try:
-        connection.request("POST", target, body, headers)
-        response = connection.getresponse()
-        response.read(65536)
-        if 200 <= response.status < 300:
-            return None
-        return f"HTTP {response.status} {response.reason}".strip()
-    except (OSError, http.client.HTTPException) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    finally:
-        connection.close()
-
-
 def request_retry(data_dir: str, delivery_ids: list[str]) -> None:
     """Ask a running server to resend these dead letters (it looks every few seconds)."""
     path = os.path.join(data_dir, RETRY_FILE)
@@ -78,7 +58,7 @@ def request_retry(data_dir: str, delivery_ids: list[str]) -> None:
         fh.write(orjson.dumps(sorted(wanted)))
         fh.flush()
         os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    durable.replace(tmp, path)
 
 
 def retry(store: Store, delivery_ids: list[str] | None = None) -> list[str]:
@@ -92,6 +72,20 @@ def retry(store: Store, delivery_ids: list[str] | None = None) -> list[str]:
 
 
 class WebhookWorker:
+    """Sends what the outbox owes: a dispatcher thread decides what is due, and each URL's
+    deliveries go out in that URL's lane, one at a time, the lanes in parallel, so a slow or
+    dead subscriber delays only its own deliveries.
+
+    Invariants: a URL has at most one lane, and a lane sends one delivery at a time, so one
+    URL's order and back-off are as simple as with one thread. A lane records each outcome
+    (the store, then ``_due``) before it frees its URL. A pass of the dispatcher copies the
+    URLs in flight and the due times before it reads the outbox, and starts a lane only for
+    a URL idle at that copy, so a lane ending during the pass can never have its deliveries
+    sent again from the pass's older view of the outbox. A lane takes all its URL's due
+    deliveries at once, so a pass (which reads the whole outbox) comes per lane, not per
+    delivery.
+    """
+
     def __init__(self, store: Store, config: Config) -> None:
         self._store = store
         self._secret = config.webhook_secret
@@ -99,7 +93,15 @@ class WebhookWorker:
         self._backoff = config.webhook_backoff
         self._timeout = config.webhook_timeout
         self._retry_file = os.path.join(config.data_dir, RETRY_FILE)
+        self._lock = threading.Lock()  # the dispatcher's view against the lanes' updates
         self._due: dict[str, float] = {}  # delivery id -> monotonic time of its next try
+        self._busy: set[str] = set()  # URLs with a delivery in flight
+        # A thread per configured subscriber, so none waits for another's lane (each held
+        # at most webhook_timeout), and two for URLs that only the outbox still names (the
+        # configuration changed since their creates); at most 32, as the executor's own
+        # default, beyond which subscribers share threads.
+        self._lanes = ThreadPoolExecutor(min(32, len(config.webhook_urls) + 2),
+                                         thread_name_prefix="plant-store-webhook")
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="plant-store-webhooks",
@@ -114,11 +116,13 @@ class WebhookWorker:
         self._wake.set()
 
     def stop(self) -> None:
-        """Finish the delivery in flight (bounded by the timeout), then return."""
+        """Start no more deliveries, let those in flight end (each within the timeout: the
+        lanes run in parallel, so all of them together too), then return."""
         self._stopping.set()
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join()
+        self._lanes.shutdown(wait=True, cancel_futures=True)
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -134,17 +138,55 @@ class WebhookWorker:
             self._wake.wait(delay)
 
     def run_once(self) -> float:
-        """Send every delivery that is due; return the seconds until the next one is."""
+        """Start a lane for each idle URL with deliveries due; return the seconds until the
+        next is due (a lane that ends wakes the dispatcher sooner)."""
         self._take_retry_requests()
+        with self._lock:  # before the outbox is read: see the class's invariants
+            busy, due_at = set(self._busy), dict(self._due)
+        now = time.monotonic()
         wait = IDLE
+        lanes: dict[str, list[Delivery]] = {}  # URL -> its deliveries due, in order
         for delivery in self._store.deliveries():
-            if self._stopping.is_set():
+            if delivery.url in busy:
+                continue
+            due = due_at.get(delivery.id, 0.0) - now
+            if due > 0:
+                wait = min(wait, due)
+            else:
+                lanes.setdefault(delivery.url, []).append(delivery)
+        with self._lock:
+            self._busy.update(lanes)
+        for deliveries in lanes.values():
+            try:
+                self._lanes.submit(self._lane, deliveries)
+            except RuntimeError:  # the interpreter is exiting; its exit waits for the lanes
+                self._stopping.set()
                 break
-            due = self._due.get(delivery.id, 0.0) - time.monotonic()
-            wait = min(wait, due if due > 0 else self._send(delivery))
         return max(wait, 0.0)
 
-    def _send(self, delivery: Delivery) -> float:
+    def _lane(self, deliveries: list[Delivery]) -> None:
+        """Send one URL's due deliveries in order, one at a time, each outcome recorded;
+        then free the URL and wake the dispatcher for any that came due meanwhile."""
+        try:
+            for delivery in deliveries:
+                if self._stopping.is_set():
+                    break
+                try:
+                    self._send(delivery)
+                except StoreUnavailable as exc:  # sent or not, it is owed: try again later
+                    log.error("webhook deliveries paused: %s", exc)
+                    self._set_due(delivery.id, self._backoff)
+                    break
+                except Exception:
+                    log.exception("webhook delivery %s failed; trying again", delivery.id)
+                    self._set_due(delivery.id, self._backoff)
+                    break
+        finally:
+            with self._lock:
+                self._busy.discard(deliveries[0].url)
+            self._wake.set()
+
+    def _send(self, delivery: Delivery) -> None:
         headers = {
             "Content-Type": "application/json",
             SIGNATURE_HEADER: sign(self._secret, delivery.body),
@@ -155,20 +197,27 @@ class WebhookWorker:
         attempts = delivery.attempts + 1
         if error is None:
             self._store.settle(delivery.id, "delivered")
-            self._due.pop(delivery.id, None)
-            return IDLE
+            self._set_due(delivery.id, None)
+            return
         if attempts >= self._max_attempts:
             self._store.settle(delivery.id, "dead", error)
-            self._due.pop(delivery.id, None)
+            self._set_due(delivery.id, None)
             log.error("webhook delivery %s to %s failed %d times (%s); kept as a dead letter",
                       delivery.id, delivery.url, attempts, error)
-            return IDLE
+            return
         self._store.settle(delivery.id, "failed", error)
         delay = backoff(self._backoff, attempts)
-        self._due[delivery.id] = time.monotonic() + delay
+        self._set_due(delivery.id, delay)
         log.warning("webhook delivery %s to %s failed (%s); attempt %d of %d in %.1f s",
                     delivery.id, delivery.url, error, attempts + 1, self._max_attempts, delay)
-        return delay
+
+    def _set_due(self, delivery_id: str, delay: float | None) -> None:
+        """The next try in ``delay`` seconds; None: no more tries (delivered, or dead)."""
+        with self._lock:
+            if delay is None:
+                self._due.pop(delivery_id, None)
+            else:
+                self._due[delivery_id] = time.monotonic() + delay
 
     def _take_retry_requests(self) -> None:
         try:

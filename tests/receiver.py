@@ -1,6 +1,8 @@
 """A webhook subscriber on loopback that records what it gets and fails when told to."""
 
 import http.server
+import itertools
+import socket
 import threading
 import time
 
@@ -13,13 +15,17 @@ class Receiver:
         self.answers, self.then, self.delay = list(answers), then, delay
         self.requests = []  # (headers, body, status given)
         self.arrivals = 0  # requests read, answered or not yet
+        self.most_at_once = 0  # the most requests read and not yet answered at one time
         self.lock = threading.Lock()
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.arrivals += 1
+                with receiver.lock:
+                    receiver.arrivals += 1
+                    waiting = receiver.arrivals - len(receiver.requests)
+                    receiver.most_at_once = max(receiver.most_at_once, waiting)
                 time.sleep(receiver.delay)
                 with receiver.lock:
                     status = receiver.answers.pop(0) if receiver.answers else receiver.then
@@ -53,6 +59,55 @@ class Receiver:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+class Stalling:
+    """A subscriber that reads each request and never finishes answering: with ``drip`` it
+    sends one byte of an endless status line and headers every ``drip`` seconds (so no
+    single read waits long), else it says nothing at all."""
+
+    def __init__(self, drip=None):
+        self.drip = drip
+        self.arrivals = 0
+        self.stopping = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.05)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/hook"
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self):
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            thread = threading.Thread(target=self._stall, args=(conn,), daemon=True)
+            self.threads.append(thread)
+            thread.start()
+
+    def _stall(self, conn):
+        with conn:
+            conn.recv(65536)
+            self.arrivals += 1
+            answer = itertools.chain(b"HTTP/1.1 200 OK\r\nX-Drip: ", itertools.repeat(ord("a")))
+            while not self.stopping.wait(self.drip):
+                try:
+                    conn.sendall(bytes([next(answer)]))
+                except OSError:  # the client gave up and closed
+                    return
+
+    def close(self):
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(5)
+        self.listener.close()
 
     def __enter__(self):
         return self

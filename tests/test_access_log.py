@@ -2,6 +2,7 @@
 
 import io
 import os
+import socket
 import time
 
 import pytest
@@ -10,6 +11,7 @@ import webtest
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import MemoryStore
+from serverproc import Server
 
 
 def logged_app(tokens, token, log_level="info"):
@@ -85,3 +87,19 @@ def test_an_app_built_before_a_fork_logs_in_the_forked_worker(tokens, token, tmp
             os._exit(0)
     os.waitpid(pid, 0)
     assert "GET /nope 404" in out.read_text()
+
+
+def test_control_characters_in_a_path_are_escaped_one_line_per_request(tmp_path):
+    forged = "2026-11-22 21:05:51,123 INFO [plant_store.access] 203.0.113.9 GET /forged 200"
+    paths = [f"/plants%0a{forged.replace(' ', '%20')}", "/plants%0dx", "/plants%1b[2Jx\\y"]
+    with Server(tmp_path / "data") as server:
+        for path in paths:
+            with socket.create_connection((server.host, server.port), timeout=5) as sock:
+                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                             .encode())
+                assert sock.recv(100).startswith(b"HTTP/1.1 401 ")
+    access = [line for line in "".join(server.stderr).splitlines()
+              if "[plant_store.access]" in line]
+    assert len(access) == len(paths), access
+    assert [line.split(" ", 6)[6].rsplit(" ", 3)[0] for line in access] == [
+        f"/plants\\x0a{forged}", "/plants\\x0dx", "/plants\\x1b[2Jx\\\\y"]

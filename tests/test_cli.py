@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from plant_store.tokens import TokenFile
-from serverproc import run_cli
+from serverproc import Server, run_cli
 
 run = run_cli
 
@@ -82,3 +82,15 @@ def test_console_script_is_installed():
     script = os.path.join(os.path.dirname(sys.executable), "plant-store")
     result = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0 and result.stdout.startswith("plant-store ")
+
+
+def test_revoking_the_last_token_is_not_undone_by_a_restart(tmp_path):
+    data = tmp_path / "data"
+    with Server(data) as server:
+        token = server.first_token
+    assert run("token", "revoke", "initial", "--data-dir", str(data)).returncode == 0
+    with Server(data) as server:
+        status, _, _ = server.request("GET", "/plants", token=token)
+        assert status == 401
+    assert "only this once" not in "".join(server.stdout)
+    assert json.loads((data / "tokens.json").read_text()) == {"tokens": []}

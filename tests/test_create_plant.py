@@ -1,11 +1,16 @@
 """POST /plants, row by row through the contract's table."""
 
 import json
+import sys
 
+import orjson
 import pytest
 import webob
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import assert_error
+from plant_store import json_fallback
 from plant_store.stores import Plant
 
 INT64_MAX = 2**63 - 1
@@ -161,3 +166,81 @@ def test_chunked_body_over_the_limit_is_413_without_reading_past_it(app):
     response = request.get_response(app.app)
     assert_error(response, 413)
     assert stream.read_bytes <= 65537
+
+
+ID_RULE = "id: Must be an integer from -9223372036854775808 to 9223372036854775807."
+NOT_A_STRING = "Not a valid string."
+HUGE = "9" * 310  # beyond a double: orjson refuses it
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (f'{{"id": {HUGE}, "name": "x"}}', ID_RULE),
+    (f'{{"id": -{HUGE}, "name": "x"}}', ID_RULE),
+    ('{"id": 1e400, "name": "x"}', ID_RULE),
+    ('{"id": -1E+999, "name": "x"}', ID_RULE),
+    (f'{{"id": {"9" * 5000}, "name": "x"}}', ID_RULE),  # past Python's int digit limit
+    (f'{{"id": {HUGE}}}', f"{ID_RULE} name: Missing data for required field."),
+    (f'{{"id": 1, "name": {HUGE}}}', f"name: {NOT_A_STRING}"),
+    ('{"id": 1, "name": 1e400}', f"name: {NOT_A_STRING}"),
+    ('{"id": 1, "name": "x", "tag": -1e400}', f"tag: {NOT_A_STRING}"),
+    (f'{{"id": 1e400, "name": "x", "tag": {HUGE}}}', f"{ID_RULE} tag: {NOT_A_STRING}"),
+])
+def test_a_number_too_large_for_a_double_is_400_naming_its_field(app, body, message):
+    response = post(app, body)
+    assert (assert_error(response, 400), len(app.store)) == (message, 0)
+
+
+@given(digits=st.integers(min_value=20, max_value=2000), sign=st.sampled_from(["", "-"]),
+       exponent=st.sampled_from(["", "e400", "E-5", ".5e999"]))
+@settings(max_examples=50, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_number_outside_int64_is_the_id_message(app, digits, sign, exponent):
+    body = f'{{"id": {sign}{"7" * digits}{exponent}, "name": "x"}}'
+    assert assert_error(post(app, body), 400) == ID_RULE
+
+
+@pytest.mark.parametrize("body", [
+    '{"id": 1e400, "name": "x", "tag": NaN}',
+    '{"id": 1e400, "name": "x", "tag": -Infinity}',
+    '{"id": 1e400, "name": "\\ud800"}',  # a lone surrogate
+    '{"id": 1e400, "name": "\\udc00\\ud800"}',
+    '{"id": 1e400, "name": "x\x01"}',  # a raw control character
+    '{"id": 1e400, "name": "x"} {}',
+    '{"id": 1e400, "name": "x",}',
+    '{"id": 1e400, \'name\': "x"}',
+    '\ufeff{"id": 1e400, "name": "x"}',
+    b'{"id": 1e400, "name": "caf\xe9"}',
+    '{"id": 1e400, "name": "x"}'.encode("utf-16"),
+    '{"id": 1e400, "x": ' + "[" * 1024 + "]" * 1024 + "}",  # orjson's limit: 1024 levels
+    '{"id": 1e400, "x": ' + "[" * 30_000 + "]" * 30_000 + "}",
+    '{"x": ' + "[" * 30_000 + "]" * 30_000 + ', "id": 1e400}',
+])
+def test_a_body_with_a_huge_number_is_still_held_to_strict_json(app, body):
+    message = assert_error(post(app, body if isinstance(body, bytes) else body.encode()), 400)
+    assert message == "The request body is not valid UTF-8 JSON."
+    assert len(app.store) == 0
+
+
+def test_a_huge_number_in_an_unknown_field_is_ignored_like_the_field(app):
+    post(app, '{"id": 1, "name": "x", "extra": 1e400, "more": [-1e999]}', status=200)
+    assert app.store.get(1) == Plant(1, "x", None)
+
+
+def test_a_huge_number_does_not_change_how_deep_a_body_may_nest(app):
+    body = '{"id": 1e400, "name": "x", "x": ' + "[" * 900 + "]" * 900 + "}"  # orjson allows it
+    assert assert_error(post(app, body), 400) == ID_RULE
+
+
+def test_the_fallback_keeps_orjsons_depth_limit_whatever_the_recursion_limit():
+    def nested(levels):
+        return ('{"id": 1e400, "x": ' + "[" * (levels - 1) + "]" * (levels - 1) + "}").encode()
+
+    error = orjson.JSONDecodeError(json_fallback.OUT_OF_RANGE, "", 0)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 2000)  # as an embedding application might
+    try:
+        assert json_fallback.reparse(nested(1024), error)["id"] == float("inf")
+        with pytest.raises(ValueError):
+            json_fallback.reparse(nested(1025), error)
+    finally:
+        sys.setrecursionlimit(limit)

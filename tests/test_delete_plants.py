@@ -30,7 +30,8 @@ def test_int64_bounds_are_ids(app, plant_id):
 ])
 def test_an_id_that_is_not_an_int64_is_400_naming_id(app, plant_id):
     message = assert_error(app.delete(f"/plants/{plant_id}", expect_errors=True), 400)
-    assert message.startswith("id:")
+    # Word for word what POST /plants says of a bad id.
+    assert message == "id: Must be an integer from -9223372036854775808 to 9223372036854775807."
 
 
 def test_delete_needs_the_token(app):

@@ -1,7 +1,12 @@
 """The token file as the server sees it: hashes only, reloads, and no races."""
 
+import hashlib
+import logging
 import threading
 
+import pytest
+
+from conftest import assert_error
 from plant_store.tokens import TokenFile
 
 
@@ -50,3 +55,27 @@ def test_unreadable_token_file_refuses_every_token(tmp_path, caplog):
     path.write_text("{broken")
     assert tokens.verify(token) is None
     assert "cannot read token file" in caplog.text
+
+
+@pytest.mark.parametrize("content", [
+    '{"tokens": [{"label": "x", "sha256": 5, "created": "2026-01-01T00:00:00+00:00"}]}',
+    '{"tokens": [{"label": ["x"], "sha256": "%s", "created": "2026-01-01T00:00:00+00:00"}]}',
+    '{"tokens": [{"label": "x", "sha256": "%s"}]}',
+    '{"tokens": [{"label": "x", "sha256": "\\ud800", "created": ""}]}',
+    '{"tokens": [{"label": "x", "sha256": "%s", "created": null}]}',
+    '{"tokens": ["%s"]}',
+    '{"tokens": 5}',
+    '{"tokens": {"x": "%s"}}',
+    '["%s"]',
+    '"%s"',
+    "[" * 100_000 + "]" * 100_000,
+], ids=["sha256-int", "label-list", "created-missing", "sha256-surrogate", "created-null",
+        "entry-string", "tokens-int", "tokens-object", "top-list", "top-string", "deep"])
+def test_a_malformed_token_file_refuses_every_token_with_one_error_line(
+        app, tokens, token, caplog, content):
+    with open(tokens.path, "w") as fh:
+        fh.write(content.replace("%s", hashlib.sha256(token.encode()).hexdigest()))
+    for _ in range(3):
+        assert_error(app.get("/plants", expect_errors=True), 401)
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].startswith(f"cannot read token file {tokens.path}")

@@ -1,0 +1,91 @@
+"""One HTTP POST whose whole exchange (connect, send, the full answer) ends by a deadline.
+
+A socket timeout bounds each operation, not their sum: a subscriber that drips its answer a
+byte at a time never lets one read wait long, and holds the sender as long as it likes. The
+maintained clients are no better: urllib3's read timeout is the time between consecutive
+reads (its ``total`` only hands the reads what connecting left over, still per read), and
+httpx's read timeout is per chunk received. So the standard library's http.client is used,
+with a watchdog that shuts the socket down at the deadline: that wakes a blocked send or
+read at once, on plain and TLS connections alike.
+"""
+
+import http.client
+import socket
+import threading
+from contextlib import suppress
+from urllib.parse import urlsplit
+
+ANSWER_LIMIT = 65536  # bytes of the answer's body read; only its status matters
+
+
+class Watchdog:
+    """Shuts ``connection``'s socket down ``seconds`` from now, whatever it is doing.
+
+    Invariant: from the deadline until ``disarm()``, the connection's socket is shut down,
+    so nothing on it blocks. The timer shuts down the socket the connection holds when it
+    fires; a socket made while it fired (connect() had not returned) is shut down by
+    ``connected()``, called as soon as connect() returns. Once ``disarm()`` has returned
+    the watchdog never touches the socket again, so it may be closed and its descriptor
+    reused safely. Connecting itself is bounded by the connection's socket timeout.
+    """
+
+    def __init__(self, connection: http.client.HTTPConnection, seconds: float) -> None:
+        self._connection = connection
+        self._lock = threading.Lock()  # the timer's shutdown against connected() and disarm()
+        self._armed = True
+        self.fired = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._armed:
+                self.fired = True
+                self._shut_down()
+
+    def connected(self) -> None:
+        with self._lock:
+            if self.fired:
+                self._shut_down()
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed = False
+        self._timer.cancel()
+
+    def _shut_down(self) -> None:
+        sock = self._connection.sock
+        if sock is not None:
+            with suppress(OSError):  # not connected, or shut down already
+                # The TCP socket's own method: under TLS it bypasses the TLS layer's state.
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str | None:
+    """POST ``body``; None when the subscriber answered 2xx, all of it within ``timeout``
+    seconds of the start, else what went wrong. An answer still coming at the deadline is a
+    failure, even if it had begun with 2xx."""
+    parts = urlsplit(url)
+    connection_class = (http.client.HTTPSConnection if parts.scheme == "https"
+                        else http.client.HTTPConnection)
+    connection = connection_class(parts.hostname, parts.port, timeout=timeout)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    watchdog = Watchdog(connection, timeout)
+    error = None
+    try:
+        connection.connect()
+        watchdog.connected()
+        connection.request("POST", target, body, headers)
+        response = connection.getresponse()
+        response.read(ANSWER_LIMIT)
+        if not 200 <= response.status < 300:
+            error = f"HTTP {response.status} {response.reason}".strip()
+    except (OSError, http.client.HTTPException) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        watchdog.disarm()
+        connection.close()
+    if watchdog.fired:
+        return f"TimeoutError: no complete answer within {timeout:g} s"
+    return error

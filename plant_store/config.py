@@ -162,7 +162,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Seconds before the first retry; each later one waits twice as long (at most "
             "an hour), with random jitter."),
     Setting("webhook_timeout", _float_in(0.1, 300), "10",
-            "Seconds to wait for a subscriber to connect and answer."),
+            "Seconds a whole delivery may take: connect, send and the full answer."),
 )
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
 

@@ -12,7 +12,12 @@ from collections.abc import Callable
 def replace(tmp: str, path: str, *, fsync: Callable[[int], None] = os.fsync) -> None:
     """Rename ``tmp`` over ``path``, then fsync their directory (``fsync``: a test's seam)."""
     os.replace(tmp, path)
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
+    fsync_dir(os.path.dirname(os.path.abspath(path)), fsync)
+
+
+def fsync_dir(directory: str, fsync: Callable[[int], None] = os.fsync) -> None:
+    """Make a rename or a new entry in ``directory`` durable."""
+    fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY)
     try:
         fsync(fd)
     finally:

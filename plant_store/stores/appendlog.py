@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Protocol
 
+from plant_store.durable import fsync_dir
 from plant_store.logs import Throttle
 from plant_store.stores.base import StoreUnavailable
 
@@ -140,7 +141,7 @@ class AppendLog:
             self.fd = fd
             self._size = self._durable_size = size
             self._identity = _identity(os.fstat(fd))
-            fsync_dir(os.path.dirname(self.path), self._sys)
+            fsync_dir(os.path.dirname(self.path), self._sys._fsync_fd)
         except OSError as exc:
             if renamed:
                 self._break(f"cannot make the compacted {self.path} durable ({exc.strerror}); "
@@ -256,12 +257,3 @@ class AppendLog:
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
     return st.st_dev, st.st_ino
-
-
-def fsync_dir(directory: str, syscalls: Syscalls) -> None:
-    """Make a rename or a new entry in ``directory`` durable."""
-    dir_fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        syscalls._fsync_fd(dir_fd)
-    finally:
-        os.close(dir_fd)

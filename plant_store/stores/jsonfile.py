@@ -17,8 +17,9 @@ import time
 import weakref
 from collections.abc import Sequence
 
+from plant_store.durable import fsync_dir
 from plant_store.stores import journal, lock
-from plant_store.stores.appendlog import AppendLog, fsync_dir
+from plant_store.stores.appendlog import AppendLog
 from plant_store.stores.base import Plant, Store, StoreError, StoreUnavailable, replay
 from plant_store.stores.outbox import Delivery, deliveries_for
 
@@ -265,7 +266,7 @@ class JsonFileStore(Store):
             raise StoreError(f"cannot open {path}: {exc.strerror}") from None
         try:
             if created:  # make the new directory entry durable too
-                fsync_dir(self.data_dir, self)
+                fsync_dir(self.data_dir, self._fsync_fd)
             with open(fd, "rb", closefd=False) as fh:
                 state = journal.read(path, fh.read())
             if state.torn:

@@ -1,5 +1,6 @@
 """Behind a real nginx, running conf/nginx.conf.example with only its ports replaced."""
 
+import json
 import os
 import pathlib
 import re
@@ -223,3 +224,25 @@ def wait_for_line(server, needle, timeout=5):
                 return line
         time.sleep(0.05)
     raise AssertionError(f"no log line with {needle!r}:\n" + "".join(server.stderr))
+
+
+@pytest.mark.parametrize(("raw", "status"), [
+    (b"GARBAGE\r\n\r\n", 400),
+    (b"GET /api/health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", 400),
+    (b"GET /api/health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 400),
+    (b"GET /api/" + b"a" * 20000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+    (b"GET /elsewhere HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+])
+def test_what_nginx_refuses_itself_is_json_too(proxied, raw, status):
+    _, nginx, _ = proxied
+    with socket.create_connection(("127.0.0.1", nginx.port), timeout=5) as sock:
+        sock.sendall(raw)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+            if b"\r\n\r\n" in data and data.rstrip().endswith(b"}"):
+                break
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 %d" % status), head
+    assert b"Content-Type: application/json" in head
+    assert json.loads(body) == {"error": status, "message": json.loads(body)["message"]}

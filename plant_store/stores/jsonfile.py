@@ -37,7 +37,8 @@ class JsonFileStore(Store):
     MIN_COMPACT_RECORDS = 1000
     COMPACT_RETRY_DELAY = 60.0
 
-    def __init__(self, data_dir: str, *, fsync: bool = True, compact_share: float = 0.5) -> None:
+    def __init__(self, data_dir: str, *, fsync: bool = True, compact_share: float = 0.5,
+                 lock_timeout: float = 0.0) -> None:
         self.data_dir = data_dir
         self.path = os.path.join(data_dir, DATA_FILE)
         self._fsync = fsync
@@ -46,7 +47,7 @@ class JsonFileStore(Store):
             os.makedirs(data_dir, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
-        self._lock_fd = lock.acquire(os.path.join(data_dir, LOCK_FILE))
+        self._lock_fd = lock.acquire(os.path.join(data_dir, LOCK_FILE), lock_timeout)
         try:
             self._fd, state = self._open_journal()
         except BaseException:

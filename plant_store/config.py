@@ -125,6 +125,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Directory of the JSON-file store (plants.jsonl) and the default token file."),
     Setting("token_file", str, "",
             "File of token hashes; empty means <data_dir>/tokens.json."),
+    Setting("lock_timeout", _float_in(0, 3600), "10",
+            "Seconds a starting server waits for the process that owns data_dir to let go "
+            "(a reload's old worker finishing its requests) before it refuses; 0: at once."),
     Setting("max_body_size", _int_in(1, 1 << 30), "65536",
             "Largest request body in bytes; larger bodies get 413 unread."),
     Setting("page_size", _int_in(1, 2**31 - 1), "100",
@@ -178,6 +181,7 @@ class Config:
     store: str
     data_dir: str
     token_file: str
+    lock_timeout: float
     max_body_size: int
     page_size: int
     max_page_size: int

@@ -3,12 +3,15 @@
 The access log assigns it as a request comes in (one middleware step less per request).
 
 A made id is this process's random prefix and a counter: unique without a system call
-per request.
+per request. A forked child (a pre-fork server's worker) draws a new prefix and starts a new
+count; otherwise every worker would hand out its parent's next ids.
 """
 
 import itertools
+import os
 import re
 import secrets
+import weakref
 
 import falcon
 
@@ -19,6 +22,10 @@ _SANE = re.compile(r"[A-Za-z0-9._:@/+=-]{1,200}")
 
 class RequestId:
     def __init__(self) -> None:
+        self._restart()
+        _live.add(self)
+
+    def _restart(self) -> None:
         self._prefix = secrets.token_hex(6)
         self._counter = itertools.count(1)
 
@@ -28,3 +35,15 @@ class RequestId:
             f"{self._prefix}-{next(self._counter)}")
         resp.set_header(HEADER, request_id)
         return request_id
+
+
+_live: "weakref.WeakSet[RequestId]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked worker (gunicorn --preload, say) makes ids of its own."""
+    for ids in list(_live):
+        ids._restart()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

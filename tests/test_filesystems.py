@@ -67,7 +67,7 @@ def test_read_only_or_missing_data_directory_at_start_is_one_line(tmp_path):
 def test_second_server_refuses_until_the_first_is_killed(tmp_path):
     first = Server(tmp_path)
     token = first.first_token
-    second = run_cli("serve", "--data-dir", str(tmp_path), "--port", "0")
+    second = run_cli("serve", "--data-dir", str(tmp_path), "--port", "0", "--lock-timeout", "0.2")
     assert second.returncode == 2
     assert f"in use by another plant-store process (PID {first.proc.pid})" in second.stderr
     first.stop(signal.SIGKILL)

@@ -1,9 +1,24 @@
-"""``plant_store.wsgi:application`` is a plain WSGI app configured from the environment."""
+"""``plant_store.wsgi:application`` is a plain WSGI app configured from the environment,
+built in the process that serves it."""
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
+
+import falcon.testing
+import pytest
+import webtest
+
+from conftest import assert_error
+from plant_store import lazy_app
+from plant_store.config import Config
+from plant_store.lazy_app import LazyApp
+from plant_store.stores import JsonFileStore
+from plant_store.tokens import TokenFile
 
 
 def test_wsgi_module_builds_the_app_from_the_environment(tmp_path):
@@ -22,3 +37,95 @@ def test_wsgi_module_builds_the_app_from_the_environment(tmp_path):
                             text=True, timeout=30)
     assert result.stdout.strip() == "200 {'name': 'x'}", result.stderr
     assert (tmp_path / "plants.jsonl").read_bytes().count(b"\n") == 1
+
+
+def test_importing_reads_the_settings_but_opens_nothing(tmp_path):
+    # A pre-fork server imports the module in its master: nothing may be opened or started
+    # there (the workers would share it), but a bad setting must still fail right away.
+    script = textwrap.dedent("""
+        import threading
+        import plant_store.wsgi
+        from plant_store.stores import JsonFileStore
+        JsonFileStore(%r).close()  # nobody holds the data directory
+        print(sorted(thread.name for thread in threading.enumerate()))
+    """) % str(tmp_path)
+    env = {**os.environ, "PLANT_STORE_DATA_DIR": str(tmp_path),
+           "PLANT_STORE_WEBHOOK_URLS": "http://127.0.0.1:9/", "PLANT_STORE_WEBHOOK_SECRET": "s"}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                            text=True, timeout=30)
+    assert result.stdout.strip() == "['MainThread']", result.stderr
+    result = subprocess.run([sys.executable, "-c", "import plant_store.wsgi"],
+                            env={**env, "PLANT_STORE_PORT": "eighty"}, capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 1 and "ConfigError: setting port='eighty'" in result.stderr
+
+
+def call(app, path="/health"):
+    """One request straight to a WSGI callable: (status code, JSON body)."""
+    answer = {}
+    body = b"".join(app(falcon.testing.create_environ(path),
+                        lambda status, headers: answer.update(status=int(status[:3]))))
+    return answer["status"], json.loads(body)
+
+
+def test_a_process_that_cannot_open_the_store_answers_503_until_it_can(tmp_path, caplog):
+    config = Config(data_dir=str(tmp_path), lock_timeout=0.5)
+    token = TokenFile(config.token_file).add("t")
+    owner = JsonFileStore(str(tmp_path))
+    app = webtest.TestApp(LazyApp(config),
+                          extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
+    started = time.monotonic()
+    message = assert_error(app.post_json("/plants", {"id": 1, "name": "x"}, status=503), 503)
+    assert time.monotonic() - started >= 0.4  # the first try waits for the owner
+    assert f"in use by another plant-store process (PID {os.getpid()})" in message
+    started = time.monotonic()
+    assert_error(app.get("/health", status=503), 503)  # within the second: not tried
+    time.sleep(lazy_app.RETRY_INTERVAL)
+    assert_error(app.get("/health", status=503), 503)  # tried again, at once
+    assert time.monotonic() - started < lazy_app.RETRY_INTERVAL + 0.3
+    owner.close()
+    assert_error(app.get("/health", status=503), 503)  # the next try is a second away
+    time.sleep(lazy_app.RETRY_INTERVAL)
+    assert app.post_json("/plants", {"id": 1, "name": "x"}).json == {"name": "x"}
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and f"(PID {os.getpid()})" in errors[0]  # one line, not one a try
+
+
+def test_concurrent_first_requests_build_the_app_once(tmp_path):
+    # A second build in the process would find the lock held by the first: a 503.
+    app = LazyApp(Config(data_dir=str(tmp_path), lock_timeout=0))
+    start = threading.Barrier(8)
+    statuses = []
+
+    def first_request():
+        start.wait(10)
+        statuses.append(call(app)[0])
+
+    threads = [threading.Thread(target=first_request) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert statuses == [200] * 8
+
+
+# Python 3.12+ warns about fork() in a process with threads; forking one is the point here.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_copy_of_a_built_app_builds_its_own(tmp_path):
+    # The copy must not write through the parent's store; it opens its own, which the
+    # parent holds, so it answers 503 naming the parent.
+    app = LazyApp(Config(data_dir=str(tmp_path), lock_timeout=0))
+    assert call(app) == (200, {"status": "ok"})
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, json.dumps(call(app)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        status, body = json.load(pipe)
+    assert status == 503 and f"(PID {os.getpid()})" in body["message"]
+    assert call(app) == (200, {"status": "ok"})

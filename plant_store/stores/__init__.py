@@ -23,8 +23,12 @@ __all__ = [
 ]
 
 
-def open_store(config: Config) -> Store:
+def open_store(config: Config, *, lock_timeout: float | None = None) -> Store:
+    """The configured store, holding ``data_dir``'s lock; waits for its owner to let go up
+    to ``lock_timeout`` seconds (``config.lock_timeout`` when None)."""
+    if lock_timeout is None:
+        lock_timeout = config.lock_timeout
     if config.store == "memory":
-        return MemoryStore()
+        return MemoryStore(config.data_dir, lock_timeout=lock_timeout)
     return JsonFileStore(config.data_dir, fsync=config.fsync,
-                         compact_share=config.compact_dead_share)
+                         compact_share=config.compact_dead_share, lock_timeout=lock_timeout)

@@ -54,11 +54,15 @@ class Ticket:
 
 
 class AppendLog:
-    def __init__(self, path: str, fd: int, syscalls: Syscalls, *, fsync: bool = True) -> None:
+    def __init__(self, path: str, fd: int, syscalls: Syscalls, *, fsync: bool = True,
+                 lock_fd: int = -1) -> None:
+        """``lock_fd``: the data directory's lock, closed with the file (``lock.hold``)."""
         self.path = path
         self.fd = fd
+        self._lock_fd = lock_fd
         self._sys = syscalls
         self._fsync = fsync
+        self._pid = os.getpid()
         self._size = self._durable_size = os.fstat(fd).st_size
         self._identity = _identity(os.fstat(fd))
         self.cond = threading.Condition(threading.Lock())
@@ -75,6 +79,8 @@ class AppendLog:
         """Append ``line``, ``apply`` its change, and return once the line is durable; the
         change is undone (by what ``apply`` returned) and StoreUnavailable raised if the
         write or its fsync fails."""
+        if self._pid != os.getpid():  # a fork that ran no Python fork hooks (uWSGI's)
+            self.detach(f"{self.path} was opened by process {self._pid} before a fork")
         if self.broken:
             raise StoreUnavailable(self.broken)
         try:
@@ -236,23 +242,23 @@ class AppendLog:
             written += self._sys._write(fd, data[written:])
 
     def detach(self, reason: str) -> None:
-        """In a forked child: close our copy of the file and refuse every change. The lock
-        and the file stay the parent's; nothing here may touch them again. The condition is
-        made anew: another thread of the parent may have held it at the fork."""
-        self.cond = threading.Condition(threading.Lock())
+        """In a forked child: close our copies of the file and of its lock (which leaves the
+        parent's lock held, and lets it go when the parent ends) and refuse every change."""
         self.broken = reason
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._close_descriptors()
 
     def close(self) -> None:
         with self.cond:
             while self._syncing:  # its fsync has the descriptor
                 self.cond.wait()
-            if self.fd >= 0:
-                os.close(self.fd)
-                self.fd = -1
+            self._close_descriptors()
             self.broken = self.broken or f"{self.path} is closed"
+
+    def _close_descriptors(self) -> None:
+        for fd in (self.fd, self._lock_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.fd = self._lock_fd = -1
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:

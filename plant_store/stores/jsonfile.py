@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 DATA_FILE = "plants.jsonl"
 COMPACT_FILE = DATA_FILE + ".compact"
-LOCK_FILE = "plants.lock"
+LOCK_FILE = lock.LOCK_FILE
 
 
 class JsonFileStore(Store):
@@ -40,22 +40,19 @@ class JsonFileStore(Store):
     MIN_COMPACT_RECORDS = 1000
     COMPACT_RETRY_DELAY = 60.0
 
-    def __init__(self, data_dir: str, *, fsync: bool = True, compact_share: float = 0.5) -> None:
+    def __init__(self, data_dir: str, *, fsync: bool = True, compact_share: float = 0.5,
+                 lock_timeout: float = 0.0) -> None:
         self.data_dir = data_dir
         self.path = os.path.join(data_dir, DATA_FILE)
         self._compact_share = compact_share
-        try:
-            os.makedirs(data_dir, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
-        self._lock_fd = lock.acquire(os.path.join(data_dir, LOCK_FILE))
+        lock_fd = lock.hold(data_dir, lock_timeout)
         self._pid = os.getpid()
         try:
             fd, state = self._open_journal()
         except BaseException:
-            os.close(self._lock_fd)
+            os.close(lock_fd)
             raise
-        self._log = AppendLog(self.path, fd, self, fsync=fsync)
+        self._log = AppendLog(self.path, fd, self, fsync=fsync, lock_fd=lock_fd)
         self._cond = self._log.cond
         self._index, self._order, self._outbox = state.index, state.order, state.outbox
         self._records = state.records
@@ -181,21 +178,15 @@ class JsonFileStore(Store):
         if compactor is not None:
             compactor.join()
         self._log.close()
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
 
     def _forked(self) -> None:
-        """In a child of fork(): the lock and the file stay the parent's. Our copies of
-        their descriptors are closed (which leaves the parent's lock alone) and the store
-        refuses everything, so two processes never write one file."""
+        """In a child of fork(): the lock and the file stay the parent's, and the store
+        refuses everything, so two processes never write one file. The locks are made anew:
+        another thread of the parent may have held them at the fork."""
         self._log.detach(f"{self.path} was opened by process {self._pid} before a fork; "
                          "a worker process must open its own store (see README: pre-fork servers)")
-        self._cond = self._log.cond
+        self._log.cond = self._cond = threading.Condition(threading.Lock())
         self._compacting = threading.Lock()
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
 
     def dead_share(self) -> float:
         """The share of the file's records that a compaction would drop."""

@@ -2,33 +2,63 @@
 
 import fcntl
 import os
+import time
 
 from plant_store.stores.base import StoreError
+
+POLL_INTERVAL = 0.05  # seconds between tries while waiting for the owner to let go
+LOCK_FILE = "plants.lock"
 
 
 class StoreLocked(StoreError):
     """Another process holds the data directory."""
 
 
-def acquire(path: str) -> int:
-    """Lock ``path`` exclusively and write our PID into it; return the open descriptor."""
+def hold(data_dir: str, timeout: float = 0.0) -> int:
+    """Make ``data_dir`` if need be and lock it for this process (``acquire``), whatever
+    store keeps the data: two processes must never both acknowledge writes for it."""
+    try:
+        os.makedirs(data_dir, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
+    return acquire(os.path.join(data_dir, LOCK_FILE), timeout)
+
+
+def acquire(path: str, timeout: float = 0.0) -> int:
+    """Lock ``path`` exclusively and write our PID into it; return the open descriptor.
+
+    Waits up to ``timeout`` seconds for the owner to let go (a reload's new worker while
+    the old one finishes its requests), polling: a blocking ``flock`` can be bounded only
+    by a signal, and signals belong to the main thread.
+    """
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         raise StoreError(f"cannot open lock file {path}: {exc.strerror}") from None
+    deadline = time.monotonic() + timeout
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-        os.close(fd)
-        raise StoreLocked(
-            f"{os.path.dirname(path) or '.'} is in use by another plant-store process "
-            f"(PID {owner}); stop it or choose another data directory"
-        ) from None
-    try:
+        while not _try_lock(fd):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                raise StoreLocked(
+                    f"{os.path.dirname(path) or '.'} is in use by another plant-store process "
+                    f"(PID {owner}); stop it or choose another data directory")
+            time.sleep(min(POLL_INTERVAL, left))
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     except OSError as exc:
         os.close(fd)
         raise StoreError(f"cannot write lock file {path}: {exc.strerror}") from None
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True

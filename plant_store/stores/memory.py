@@ -1,21 +1,30 @@
 """Plants in a dict under a lock: fast, and gone when the process ends (the webhook
 outbox too).
 
+Opened for a data directory, it holds that directory's lock as the JSON-file store does:
+two processes (say, two gunicorn workers) each with a memory store could both acknowledge
+a different plant under one id, so one process per data directory holds for every store.
+
 Each plant is kept as a ``(seq, name, tag)`` tuple, not a Plant: the garbage collector
 stops tracking tuples of ints and strings, so a million stored plants do not make every
 full collection walk a million objects.
 """
 
+import os
 import threading
 from collections.abc import Sequence
 
+from plant_store.stores import lock
 from plant_store.stores.base import Plant, Store, replay
 from plant_store.stores.order import CreationOrder
 from plant_store.stores.outbox import Delivery, Outbox, deliveries_for
 
 
 class MemoryStore(Store):
-    def __init__(self) -> None:
+    def __init__(self, data_dir: str | None = None, *, lock_timeout: float = 0.0) -> None:
+        """With ``data_dir``, hold its ``plants.lock`` (waiting up to ``lock_timeout``
+        seconds for its owner) until :meth:`close`."""
+        self._lock_fd = -1 if data_dir is None else lock.hold(data_dir, lock_timeout)
         self._plants: dict[int, tuple[int, str, str | None]] = {}
         self._order = CreationOrder()
         self._outbox = Outbox()
@@ -61,3 +70,9 @@ class MemoryStore(Store):
     def settle(self, delivery_id: str, state: str, error: str | None = None) -> None:
         with self._lock:
             self._outbox.settle(delivery_id, state, error)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+                self._lock_fd = -1

@@ -1,0 +1,107 @@
+"""The WSGI app, built in the process that serves it rather than the one that imports it.
+
+Pre-fork servers (gunicorn ``--preload``, uWSGI without ``--lazy-apps``) import the app in
+a master and fork the workers from it. A store opened at import would be copied into every
+worker (its lock, its descriptors and its index, each worker then acknowledging plants the
+others contradict), and the webhook thread would stay behind in the master. So the store is
+opened, the webhook worker started and the app built at a process's first request. A
+process that cannot open the store (another one owns the data directory) answers 503, which
+acknowledges nothing, and tries again at most once a second.
+"""
+
+import atexit
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import orjson
+
+from plant_store import webhooks
+from plant_store.app import create_app
+from plant_store.config import Config
+from plant_store.stores import Store, StoreError, open_store
+
+log = logging.getLogger(__name__)
+
+RETRY_INTERVAL = 1.0  # seconds between tries to open the store after one failed
+
+
+class LazyApp:
+    """A WSGI callable that builds the service once per process.
+
+    Invariants: an app serves only in the PID that built it (a forked copy builds its own);
+    builds run one at a time (``_building``), so concurrent first requests build once; after
+    a failed build, requests answer 503 at once until ``RETRY_INTERVAL`` has passed. Only a
+    process's first try waits ``lock_timeout`` for the owner (a reload's old worker
+    finishing): a later one that waited every time would stall its requests for nothing.
+    """
+
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._building = threading.Lock()
+        self._built: tuple[int | None, Callable | None] = (None, None)  # (PID, app)
+        self._failed: tuple[int | None, float, str] = (None, 0.0, "")  # (PID, retry at, why)
+
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        pid, app = self._built
+        if pid != os.getpid():
+            app = self._build()
+            if app is None:
+                return self._unavailable(start_response)
+        return app(environ, start_response)
+
+    def _build(self) -> Callable | None:
+        pid = os.getpid()
+        failed_pid, retry_at, _ = self._failed
+        if failed_pid == pid and time.monotonic() < retry_at:
+            return None
+        with self._building:
+            built_pid, app = self._built
+            if built_pid == pid:
+                return app
+            failed_pid, retry_at, reason = self._failed
+            if failed_pid == pid and time.monotonic() < retry_at:
+                return None
+            try:
+                app = self._create(self._config.lock_timeout if failed_pid != pid else 0.0)
+            except StoreError as exc:
+                if failed_pid != pid or str(exc) != reason:
+                    log.error("plant-store process %d answers 503 until it can open the "
+                              "store: %s", pid, exc)
+                self._failed = (pid, time.monotonic() + RETRY_INTERVAL, str(exc))
+                return None
+            self._built = (pid, app)
+            return app
+
+    def _create(self, lock_timeout: float) -> Callable:
+        store = open_store(self._config, lock_timeout=lock_timeout)
+        worker = None
+        try:
+            worker = webhooks.start(self._config, store)
+            app = create_app(self._config, store=store, webhooks=worker)
+        except BaseException:  # a leaked store would hold the lock until this process ends
+            if worker is not None:
+                worker.stop()
+            store.close()
+            raise
+        atexit.register(_close, os.getpid(), store, worker)
+        return app
+
+    def _unavailable(self, start_response: Callable) -> list[bytes]:
+        message = f"The store is unavailable in this server process: {self._failed[2]}."
+        body = orjson.dumps({"error": 503, "message": message})
+        start_response("503 Service Unavailable", [
+            ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+            ("Retry-After", f"{RETRY_INTERVAL:g}")])
+        return [body]
+
+
+def _close(pid: int, store: Store, worker: webhooks.WebhookWorker | None) -> None:
+    """At exit: finish the delivery in flight, then let go of the store, so a waiting
+    successor takes over sooner. Not in a forked child, which inherited this hook."""
+    if os.getpid() == pid:
+        if worker is not None:
+            worker.stop()
+        store.close()

@@ -187,3 +187,31 @@ def test_a_change_refused_after_its_write_leaves_no_line_behind(tmp_path):
     assert b"too big" not in (tmp_path / DATA_FILE).read_bytes()
     with JsonFileStore(str(tmp_path)) as store:  # and it opens: no stray record
         assert [p.id for p in store.page(0, 10)[0]] == [1, 2]
+
+
+def test_a_fork_that_runs_no_python_hooks_still_refuses_and_lets_the_lock_go(tmp_path):
+    """uWSGI forks its workers without Python's fork hooks: the write itself notices."""
+    import ctypes
+
+    store = JsonFileStore(str(tmp_path))
+    store.create(Plant(1, "parent's"))
+    read, write = os.pipe()
+    pid = ctypes.CDLL(None).fork()
+    if pid == 0:
+        outcome = b"wrote"
+        try:
+            store.create(Plant(2, "child's"))
+        except StoreUnavailable as exc:
+            outcome = b"refused: " + str(exc).encode()
+        os.write(write, outcome)
+        os.read(read, 1)  # stay alive, lock copy closed, until the parent has reopened
+        os._exit(0)
+    try:
+        outcome = os.read(read, 1000).decode()
+        assert outcome.startswith("refused") and "before a fork" in outcome
+        store.close()  # the child closed its copy of the lock: ours was the last
+        with JsonFileStore(str(tmp_path)) as again:
+            assert [p.id for p in again.page(0, 10)[0]] == [1]
+    finally:
+        os.write(write, b"x")
+        os.waitpid(pid, 0)

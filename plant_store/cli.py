@@ -34,6 +34,13 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("compact", parents=[settings],
                         help="rewrite the JSON-file store without its dead records (server "
                              "stopped; a running server compacts by itself)")
+    db = commands.add_parser("db", help="the PostgreSQL store's schema (store = postgresql)")
+    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    db_commands.add_parser("migrate", parents=[settings],
+                           help="apply pending schema migrations (a starting server does too)")
+    db_commands.add_parser("check", parents=[settings],
+                           help="show the schema version and what is pending; changes nothing "
+                                "(exit status 1 when something is pending)")
     hooks = commands.add_parser("webhooks", help="see the outbox, resend dead letters")
     hook_commands = hooks.add_subparsers(dest="webhooks_command", required=True,
                                          metavar="ACTION")
@@ -66,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             return _check(cfg)
         if args.command == "compact":
             return _compact(cfg)
+        if args.command == "db":
+            return _db(args, cfg)
         if args.command == "webhooks":
             return _webhooks(args, cfg)
         return _token(args, tokens)
@@ -141,6 +150,22 @@ def _webhooks(args: argparse.Namespace, cfg: config.Config) -> int:
         print(f"{len(chosen)} dead letters handed to the running server, which sends them "
               f"within {webhooks.IDLE:g} s")
     return 0
+
+
+def _db(args: argparse.Namespace, cfg: config.Config) -> int:
+    from plant_store.stores.postgres import connection, schema  # psycopg only when used
+
+    if not cfg.database_url:
+        raise StoreError("set database_url (or --database-url) to the PostgreSQL database")
+    with connection.connect(cfg.database_url, cfg.database_timeout) as conn:
+        if args.db_command == "migrate":
+            applied = schema.migrate(conn)
+            print("applied " + ", ".join(applied) if applied else "nothing to apply")
+            return 0
+        done, missing = schema.applied(conn), schema.pending(conn)
+    print(f"schema version {max(done, default=0)}; "
+          + (f"pending: {', '.join(missing)}" if missing else "nothing pending"))
+    return 1 if missing else 0
 
 
 def _first_token_message(token: str, url: str, path: str) -> str:

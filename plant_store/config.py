@@ -119,8 +119,21 @@ SETTINGS: tuple[Setting, ...] = (
             "request the app is handling, before waitress closes it (checked every 30 s, or "
             "this often if shorter). A client that sends a byte now and then is never closed. "
             "Behind nginx keep it above nginx's upstream keepalive_timeout (60 s)."),
-    Setting("store", _one_of("memory", "jsonfile"), "jsonfile",
-            "Where plants live: 'memory' (lost on exit) or 'jsonfile' (durable)."),
+    Setting("store", _one_of("memory", "jsonfile", "postgresql"), "jsonfile",
+            "Where plants live: 'memory' (lost on exit), 'jsonfile' (durable, one process) "
+            "or 'postgresql' (durable, any number of processes and instances)."),
+    Setting("database_url", str, "",
+            "The PostgreSQL database of store = postgresql: a libpq URL or key=value DSN. "
+            "Keep the password out of it: libpq reads PGPASSWORD or a password file "
+            "(PGPASSFILE, ~/.pgpass). Never printed or logged."),
+    Setting("database_pool_size", _int_in(1, 1000), "10",
+            "Connections each process keeps to PostgreSQL at most; a request waits for one."),
+    Setting("database_timeout", _float_in(0.1, 300), "5",
+            "Seconds to connect to PostgreSQL, or to wait for a free connection, before a "
+            "request answers 503."),
+    Setting("statement_timeout", _float_in(0.1, 3600), "5",
+            "Seconds a PostgreSQL statement may run before it is cancelled (503): no request "
+            "waits forever on a lock or a stalled server."),
     Setting("data_dir", str, "plant-store-data",
             "Directory of the JSON-file store (plants.jsonl) and the default token file."),
     Setting("token_file", str, "",
@@ -168,6 +181,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Seconds a whole delivery may take: connect, send and the full answer."),
 )
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
+SECRETS = frozenset({"database_url", "webhook_secret"})  # never shown, not even in a repr
 
 
 class Config:
@@ -182,6 +196,10 @@ class Config:
     data_dir: str
     token_file: str
     lock_timeout: float
+    database_url: str
+    database_pool_size: int
+    database_timeout: float
+    statement_timeout: float
     max_body_size: int
     page_size: int
     max_page_size: int
@@ -211,9 +229,12 @@ class Config:
             self.token_file = os.path.join(self.data_dir, "tokens.json")
         if self.webhook_urls and not self.webhook_secret:
             raise ConfigError("setting webhook_urls needs webhook_secret: deliveries are signed")
+        if self.store == "postgresql" and not self.database_url:
+            raise ConfigError("setting store=postgresql needs database_url")
 
     def __repr__(self) -> str:
-        pairs = ", ".join(f"{s.name}={getattr(self, s.name)!r}" for s in SETTINGS)
+        pairs = ", ".join(f"{s.name}={'...' if s.name in SECRETS else repr(getattr(self, s.name))}"
+                          for s in SETTINGS)
         return f"Config({pairs})"
 
 

@@ -92,6 +92,9 @@ class WebhookWorker:
         self._max_attempts = config.webhook_max_attempts
         self._backoff = config.webhook_backoff
         self._timeout = config.webhook_timeout
+        # A claim outlives the delivery it covers (bounded by the timeout) and the outcome's
+        # write; past it, another instance may take over a delivery whose sender died.
+        self._lease = 2 * self._timeout + 10
         self._retry_file = os.path.join(config.data_dir, RETRY_FILE)
         self._lock = threading.Lock()  # the dispatcher's view against the lanes' updates
         self._due: dict[str, float] = {}  # delivery id -> monotonic time of its next try
@@ -187,6 +190,8 @@ class WebhookWorker:
             self._wake.set()
 
     def _send(self, delivery: Delivery) -> None:
+        if not self._store.claim(delivery.id, self._lease):
+            return  # another instance is sending it (a store several processes share)
         headers = {
             "Content-Type": "application/json",
             SIGNATURE_HEADER: sign(self._secret, delivery.body),
@@ -205,8 +210,8 @@ class WebhookWorker:
             log.error("webhook delivery %s to %s failed %d times (%s); kept as a dead letter",
                       delivery.id, delivery.url, attempts, error)
             return
-        self._store.settle(delivery.id, "failed", error)
         delay = backoff(self._backoff, attempts)
+        self._store.settle(delivery.id, "failed", error, retry_in=delay)
         self._set_due(delivery.id, delay)
         log.warning("webhook delivery %s to %s failed (%s); attempt %d of %d in %.1f s",
                     delivery.id, delivery.url, error, attempts + 1, self._max_attempts, delay)

@@ -24,8 +24,15 @@ __all__ = [
 
 
 def open_store(config: Config, *, lock_timeout: float | None = None) -> Store:
-    """The configured store, holding ``data_dir``'s lock; waits for its owner to let go up
-    to ``lock_timeout`` seconds (``config.lock_timeout`` when None)."""
+    """The configured store. The memory and JSON-file stores hold ``data_dir``'s lock,
+    waiting for its owner to let go up to ``lock_timeout`` seconds (``config.lock_timeout``
+    when None); the PostgreSQL store is shared, and applies pending migrations."""
+    if config.store == "postgresql":
+        from plant_store.stores.postgres import PostgresStore  # psycopg only when used
+
+        return PostgresStore(config.database_url, pool_size=config.database_pool_size,
+                             pool_timeout=config.database_timeout,
+                             statement_timeout=config.statement_timeout)
     if lock_timeout is None:
         lock_timeout = config.lock_timeout
     if config.store == "memory":

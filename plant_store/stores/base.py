@@ -75,8 +75,16 @@ class Store(abc.ABC):
         """Webhook deliveries still owed (or, with ``dead``, given up on), oldest first."""
 
     @abc.abstractmethod
-    def settle(self, delivery_id: str, state: str, error: str | None = None) -> None:
-        """Record an outcome of a delivery (one of ``outbox.STATES``); KeyError if unknown."""
+    def settle(self, delivery_id: str, state: str, error: str | None = None,
+               retry_in: float = 0.0) -> None:
+        """Record an outcome of a delivery (one of ``outbox.STATES``); KeyError if unknown.
+        ``retry_in``: after a failure, seconds before any worker may try it again (a store
+        that one process owns leaves that to its worker)."""
+
+    def claim(self, delivery_id: str, lease: float) -> bool:
+        """Take a delivery for ``lease`` seconds before sending it; False when another
+        worker has it. Stores that one process owns have one worker: always True."""
+        return True
 
     def check(self) -> None:
         """Raise :class:`StoreUnavailable` when the store cannot serve requests."""

@@ -144,7 +144,8 @@ class JsonFileStore(Store):
             self._log.sync()
             return [d for d in self._outbox.list(dead=dead) if not self._log.pending(d.plant_id)]
 
-    def settle(self, delivery_id: str, state: str, error: str | None = None) -> None:
+    def settle(self, delivery_id: str, state: str, error: str | None = None,
+               retry_in: float = 0.0) -> None:
         line = journal.encode_outcome(delivery_id, state, error)
         with self._cond:
             self._log.wait_for(delivery_id)

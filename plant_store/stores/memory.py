@@ -67,7 +67,8 @@ class MemoryStore(Store):
         with self._lock:
             return self._outbox.list(dead=dead)
 
-    def settle(self, delivery_id: str, state: str, error: str | None = None) -> None:
+    def settle(self, delivery_id: str, state: str, error: str | None = None,
+               retry_in: float = 0.0) -> None:
         with self._lock:
             self._outbox.settle(delivery_id, state, error)
 

@@ -1,0 +1,55 @@
+"""The schema, from numbered plain SQL files shipped in the package (``sql/migrations/``).
+
+Migrations run in one transaction under an advisory lock, so instances starting together
+apply each exactly once (the others wait, then find nothing pending), and a failed one
+leaves the schema as it was. ``plant_store_schema`` records what was applied.
+"""
+
+import importlib.resources
+import re
+
+import psycopg
+
+LOCK_KEY = 0x706C616E7473  # "plants": the advisory lock that serializes migrations
+_FILE = re.compile(r"(\d{4})_(\w+)\.sql")
+
+
+def available() -> list[tuple[int, str, str]]:
+    """(version, name, SQL) of every migration shipped, in order."""
+    folder = importlib.resources.files(__package__).joinpath("sql", "migrations")
+    found = []
+    for entry in folder.iterdir():
+        match = _FILE.fullmatch(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.name, entry.read_text("utf-8")))
+    return sorted(found)
+
+
+def applied(conn: psycopg.Connection) -> set[int]:
+    if conn.execute("SELECT to_regclass('plant_store_schema')").fetchone()[0] is None:
+        return set()
+    return {row[0] for row in conn.execute("SELECT version FROM plant_store_schema")}
+
+
+def pending(conn: psycopg.Connection) -> list[str]:
+    """Names of the migrations not applied yet; changes nothing."""
+    done = applied(conn)
+    return [name for version, name, _ in available() if version not in done]
+
+
+def migrate(conn: psycopg.Connection) -> list[str]:
+    """Apply what is pending, all in one transaction; return the names applied."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
+        conn.execute("CREATE TABLE IF NOT EXISTS plant_store_schema ("
+                     " version integer PRIMARY KEY, name text NOT NULL,"
+                     " applied_at timestamptz NOT NULL DEFAULT now())")
+        done = applied(conn)
+        names = []
+        for version, name, sql in available():
+            if version not in done:
+                conn.execute(sql)
+                conn.execute("INSERT INTO plant_store_schema (version, name) VALUES (%s, %s)",
+                             [version, name])
+                names.append(name)
+    return names

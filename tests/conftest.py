@@ -22,9 +22,17 @@ def token(tokens):
     return tokens.add("tests")
 
 
-@pytest.fixture(params=["memory", "jsonfile"])
+@pytest.fixture(params=["memory", "jsonfile", "postgresql"])
 def store(request, tmp_path):
-    store = MemoryStore() if request.param == "memory" else JsonFileStore(str(tmp_path / "data"))
+    """Each store in turn: the contract holds whatever keeps the data."""
+    if request.param == "memory":
+        store = MemoryStore()
+    elif request.param == "jsonfile":
+        store = JsonFileStore(str(tmp_path / "data"))
+    else:
+        from plant_store.stores.postgres import PostgresStore
+
+        store = PostgresStore(request.getfixturevalue("database_url"))
     yield store
     store.close()
 

@@ -73,7 +73,7 @@ class PostgresStore(Store):
 
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
         owed = deliveries_for(plant, tuple(webhooks)) if webhooks else []
-        params = {"id": plant.id, "name": plant.name, "tag": plant.tag,
+        params = {"id": plant.id, "name": plant.name.encode(), "tag": _utf8(plant.tag),
                   "delivery_ids": [d.id for d in owed], "urls": [d.url for d in owed],
                   "body": owed[0].body if owed else b""}
         for _ in range(RETRIES):
@@ -82,7 +82,7 @@ class PostgresStore(Store):
                 created, name, tag = row
                 if created:
                     return plant, True
-                return replay(Plant(plant.id, name, tag), plant), False
+                return replay(_plant(plant.id, name, tag), plant), False
             # A create of this id committed after our snapshot: run again with a new one.
         raise StoreUnavailable(f"{self.where}: plant {plant.id} is changing too fast")
 
@@ -91,12 +91,12 @@ class PostgresStore(Store):
 
     def get(self, plant_id: int) -> Plant | None:
         row = self._run("get", {"id": plant_id}, lambda cur: cur.fetchone())
-        return None if row is None else Plant(plant_id, *row)
+        return None if row is None else _plant(plant_id, *row)
 
     def page(self, start: int, limit: int) -> tuple[list[Plant], int | None]:
         rows = self._run("page", {"start": start, "limit": limit + 1},
                          lambda cur: cur.fetchall())
-        plants = [Plant(plant_id, name, tag) for plant_id, name, tag, _ in rows[:limit]]
+        plants = [_plant(plant_id, name, tag) for plant_id, name, tag, _ in rows[:limit]]
         return plants, rows[limit][3] if len(rows) > limit else None
 
     def __len__(self) -> int:
@@ -128,3 +128,11 @@ class PostgresStore(Store):
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _utf8(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()
+
+
+def _plant(plant_id: int, name: bytes, tag: bytes | None) -> Plant:
+    return Plant(plant_id, bytes(name).decode(), None if tag is None else bytes(tag).decode())

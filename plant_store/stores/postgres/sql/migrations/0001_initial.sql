@@ -3,11 +3,12 @@
 -- A plant's position is the id of the transaction that created it: a page lists plants by
 -- position, and only below the oldest transaction still running (the snapshot's xmin), so a
 -- create that commits late can never land behind a cursor a client already holds. Each
--- create is its own transaction, so positions are unique.
+-- create is its own transaction, so positions are unique. Name and tag are UTF-8 bytes:
+-- any string is a valid name, NUL included, and PostgreSQL's text cannot hold NUL.
 CREATE TABLE plant_store_plants (
     id bigint PRIMARY KEY,
-    name text NOT NULL,
-    tag text,
+    name bytea NOT NULL,
+    tag bytea,
     position bigint NOT NULL UNIQUE
 );
 

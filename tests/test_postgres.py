@@ -1,0 +1,198 @@
+"""The PostgreSQL store's own traps, against a real server (tests/pgserver.py): commit order
+is not sequence order, ON CONFLICT under a stale snapshot, leases across instances, a
+database that goes away and comes back, statements that would wait forever, migrations
+started together. The store contract itself runs in test_stores.py for every store."""
+
+import threading
+import time
+
+import psycopg
+import psycopg.conninfo
+import pytest
+
+from plant_store.stores import Conflict, Plant, StoreError, StoreUnavailable
+from plant_store.stores.postgres import PostgresStore, schema
+from plant_store.stores.postgres.queries import QUERIES
+from serverproc import run_cli
+
+
+@pytest.fixture
+def pg(database_url):
+    with PostgresStore(database_url, statement_timeout=2) as store:
+        yield store
+
+
+def held_create(database_url, plant):
+    """A create of ``plant`` run by hand in a transaction left open: the caller commits."""
+    conn = psycopg.connect(database_url)
+    conn.execute(QUERIES["create"], {"id": plant.id, "name": plant.name.encode(), "tag": None,
+                                     "delivery_ids": [], "urls": [], "body": b""})
+    return conn
+
+
+def walk(store, limit=1):
+    seen, cursor = [], 0
+    while cursor is not None:
+        page, cursor = store.page(cursor, limit)
+        seen += page
+    return seen
+
+
+def test_a_page_never_shows_a_plant_past_a_create_still_in_flight(pg, database_url):
+    """A transaction that took its position first can commit last: a listing that showed
+    the later one would hand out a cursor past the earlier one, which it would then skip."""
+    pg.create(Plant(1, "before"))
+    slow = held_create(database_url, Plant(2, "slow"))  # its position comes first
+    pg.create(Plant(3, "fast"))  # committed, but after the slow one's position
+    assert walk(pg) == [Plant(1, "before")]
+    slow.commit()
+    slow.close()
+    assert walk(pg) == [Plant(1, "before"), Plant(2, "slow"), Plant(3, "fast")]
+
+
+def test_a_create_racing_a_commit_of_the_same_id_runs_again(pg, database_url):
+    """ON CONFLICT DO NOTHING waits for the other transaction, but the statement's snapshot
+    predates its commit: the stored row is invisible, so the statement answers no row."""
+    runs = []
+    original = pg._run
+
+    def counting(name, params, result):
+        runs.append(name)
+        return original(name, params, result)
+
+    pg._run = counting
+    other = held_create(database_url, Plant(5, "theirs"))
+    outcome = []
+    racer = threading.Thread(target=lambda: outcome.append(_try_create(pg, Plant(5, "ours"))))
+    racer.start()
+    time.sleep(0.3)  # the racer now waits on the other transaction's row lock
+    other.commit()
+    other.close()
+    racer.join(timeout=10)
+    assert outcome == ["conflict: theirs"]
+    assert runs.count("create") >= 2
+    assert pg.create(Plant(5, "theirs")) == (Plant(5, "theirs"), False)
+
+
+def _try_create(store, plant):
+    try:
+        return store.create(plant)
+    except Conflict as exc:
+        return f"conflict: {exc.stored.name}"
+
+
+def test_racing_creates_of_one_id_from_two_instances_have_one_winner(database_url):
+    with PostgresStore(database_url) as one, PostgresStore(database_url) as two:
+        results = []
+
+        def race(store, n):
+            for i in range(20):
+                results.append(_try_create(store, Plant(i, f"instance {n}")))
+
+        threads = [threading.Thread(target=race, args=(s, n)) for n, s in enumerate([one, two])]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        created = [r for r in results if isinstance(r, tuple) and r[1]]
+        assert len(created) == 20  # each id created exactly once, whoever won
+        assert len(one) == 20
+
+
+def test_a_claimed_delivery_is_skipped_by_other_instances_until_its_lease_ends(database_url):
+    hook = ("http://127.0.0.1:9/hook",)
+    with PostgresStore(database_url) as one, PostgresStore(database_url) as two:
+        one.create(Plant(1, "a"), hook)
+        [delivery] = two.deliveries()
+        assert one.claim(delivery.id, lease=0.5)
+        assert not two.claim(delivery.id, lease=0.5)
+        assert two.deliveries() == []  # leased: not due
+        time.sleep(0.7)  # the claimant "died": the lease runs out, anyone may take it over
+        assert two.claim(delivery.id, lease=30)
+        two.settle(delivery.id, "failed", "HTTP 500", retry_in=30)
+        assert one.deliveries() == []  # backing off, in the database, for every instance
+        two.settle(delivery.id, "retry")
+        assert [d.id for d in one.deliveries()] == [delivery.id]
+        one.settle(delivery.id, "delivered")
+        assert one.deliveries() == [] and one.deliveries(dead=True) == []
+        with pytest.raises(KeyError):
+            one.settle(delivery.id, "delivered")
+
+
+def test_a_statement_waiting_on_a_lock_is_cancelled_at_the_timeout(database_url):
+    with PostgresStore(database_url, statement_timeout=0.5) as store:
+        store.create(Plant(1, "locked"))
+        with psycopg.connect(database_url) as holder:
+            holder.execute("SELECT * FROM plant_store_plants WHERE id = 1 FOR UPDATE")
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                store.delete(1)
+            assert time.monotonic() - started < 3
+        assert store.delete(1)
+
+
+def test_the_database_going_away_is_a_503_and_its_return_needs_no_restart(postgres,
+                                                                           database_url):
+    with PostgresStore(database_url, pool_timeout=1) as store:
+        store.create(Plant(1, "before"))
+        postgres.stop()
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                store.create(Plant(2, "while down"))
+            with pytest.raises(StoreUnavailable):
+                store.check()
+            assert time.monotonic() - started < 5
+        finally:
+            postgres.start()
+        deadline = time.monotonic() + 10
+        while True:  # the pool replaces its broken connections by itself
+            try:
+                store.create(Plant(3, "after"))
+                break
+            except StoreUnavailable:
+                assert time.monotonic() < deadline, "the store never recovered"
+                time.sleep(0.2)
+        assert [p.id for p in walk(store, 10)] == [1, 3]
+
+
+def test_instances_starting_together_apply_each_migration_once(database_url):
+    errors, stores = [], []
+
+    def start():
+        try:
+            stores.append(PostgresStore(database_url))
+        except StoreError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors and len(stores) == 4
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM plant_store_schema").fetchone()[0] == len(
+            schema.available())
+    for store in stores:
+        store.close()
+
+
+def test_db_check_and_migrate_commands(database_url):
+    check = run_cli("db", "check", "--database-url", database_url)
+    assert check.returncode == 1 and "schema version 0; pending: 0001_initial.sql" in check.stdout
+    migrate = run_cli("db", "migrate", "--database-url", database_url)
+    assert migrate.returncode == 0 and migrate.stdout.strip() == "applied 0001_initial.sql"
+    check = run_cli("db", "check", "--database-url", database_url)
+    assert check.returncode == 0 and "schema version 1; nothing pending" in check.stdout
+    again = run_cli("db", "migrate", "--database-url", database_url)
+    assert again.stdout.strip() == "nothing to apply"
+
+
+def test_the_password_is_never_shown(database_url):
+    url = psycopg.conninfo.make_conninfo(database_url, password="s3cret-pw", dbname="nowhere")
+    result = run_cli("db", "check", "--database-url", url)
+    assert result.returncode == 2 and "s3cret-pw" not in result.stdout + result.stderr
+    with pytest.raises(StoreError) as refused:
+        PostgresStore(url, pool_timeout=1)
+    assert "s3cret-pw" not in str(refused.value)

@@ -17,7 +17,6 @@ import atexit
 import collections
 import contextlib
 import os
-import re
 import sys
 import threading
 import time
@@ -28,23 +27,10 @@ import falcon
 import orjson
 
 from plant_store.config import LOG_LEVELS
-from plant_store.logs import iso_timestamp, timestamp
+from plant_store.logs import escape, iso_timestamp, timestamp
 from plant_store.request_id import RequestId
 
 FLUSH_INTERVAL = 0.05  # seconds; a small batch holds the GIL briefly, which keeps p99 down
-# What a client could use to end a text line early or rewrite a terminal (C0, DEL, C1, and
-# the line and paragraph separators that str.splitlines also breaks at); the backslash too,
-# so that an escape in a line always stands for the character it names.
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
-
-
-def _escape(match: re.Match) -> str:
-    code = ord(match.group())
-    if code == 0x5C:  # the backslash
-        return "\\\\"
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 class AccessLog:
     def __init__(
         self, stream: TextIO | None, log_level: str, quiet_paths: frozenset[str],
@@ -101,7 +87,7 @@ class AccessLog:
         # Every unsafe character but the backslash is unprintable, and isprintable() costs
         # the usual clean line less than a regex search would.
         if not chosen.isprintable() or "\\" in chosen:
-            remote_addr, method, path, request_id = (_UNSAFE.sub(_escape, f) for f in client)
+            remote_addr, method, path, request_id = (escape(f) for f in client)
         tenths = round(elapsed * 10000)  # of a millisecond; ints format faster than floats
         return (f"{timestamp(now)} {level} [plant_store.access] {remote_addr} {method} "
                 f"{path} {status} {tenths // 10}.{tenths % 10}ms {request_id}\n")

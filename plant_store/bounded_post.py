@@ -15,6 +15,8 @@ import threading
 from contextlib import suppress
 from urllib.parse import urlsplit
 
+from plant_store.logs import escape
+
 ANSWER_LIMIT = 65536  # bytes of the answer's body read; only its status matters
 
 
@@ -62,6 +64,9 @@ class Watchdog:
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+ERROR_LIMIT = 300  # characters of an error kept
+
+
 def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str | None:
     """POST ``body``; None when the subscriber answered 2xx, all of it within ``timeout``
     seconds of the start, else what went wrong. An answer still coming at the deadline is a
@@ -88,4 +93,6 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str 
         connection.close()
     if watchdog.fired:
         return f"TimeoutError: no complete answer within {timeout:g} s"
-    return error
+    # The subscriber chose part of it (a reason phrase, a status line): it goes in log lines
+    # and in 'webhooks list' rows, so one line, escaped, and short.
+    return None if error is None else escape(error)[:ERROR_LIMIT]

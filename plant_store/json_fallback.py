@@ -14,11 +14,14 @@ import json
 import orjson
 
 OUT_OF_RANGE = "number is infinity when parsed as double"  # orjson's message for it
+TOO_DEEP = "depth limit exceeded"  # orjson's message when nesting passes MAX_DEPTH
 MAX_DEPTH = 1024  # orjson's: a body nesting arrays or objects deeper is refused
 
 
 def reparse(body: bytes, error: orjson.JSONDecodeError) -> object:
     """The document orjson refused with ``error``; ValueError if it is not strict JSON."""
+    if error.msg.startswith(TOO_DEEP):
+        raise ValueError("nested too deeply") from None
     if not error.msg.startswith(OUT_OF_RANGE):
         raise error
     try:

@@ -1,6 +1,7 @@
 """Logging for the command line and the server: one line per record on stderr."""
 
 import logging
+import re
 import sys
 import threading
 import time
@@ -34,6 +35,24 @@ def iso_timestamp(now: float) -> str:
     """``2026-11-22T21:05:51.123Z``: UTC, for machines."""
     seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
     return f"{seconds}.{int(now % 1 * 1000):03d}Z"
+
+
+# What a client or a subscriber could use to end a text line early or rewrite a terminal
+# (C0, DEL, C1, and the line and paragraph separators that str.splitlines also breaks at);
+# the backslash too, so that an escape in a line always stands for the character it names.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    if code == 0x5C:  # the backslash
+        return "\\\\"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape(text: str) -> str:
+    """``text`` safe to put in one log line: every unsafe character as an escape."""
+    return _UNSAFE.sub(_escape, text)
 
 
 class TextFormatter(logging.Formatter):

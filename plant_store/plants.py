@@ -93,7 +93,10 @@ class PlantsResource:
         except orjson.JSONDecodeError as exc:
             try:
                 document = reparse(body, exc)  # a number orjson cannot hold, say 1e400
-            except ValueError:
+            except ValueError as refused:  # orjson's depth limit, or the fallback's (the same)
+                if "nested too deeply" in str(refused):
+                    raise falcon.HTTPBadRequest(description=(
+                        "The request body is nested deeper than 1024 levels.")) from None
                 raise falcon.HTTPBadRequest(
                     description="The request body is not valid UTF-8 JSON."
                 ) from None

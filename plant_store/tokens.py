@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 import tempfile
 import threading
 import time
@@ -23,6 +24,9 @@ from datetime import datetime, timezone
 from plant_store import durable
 
 log = logging.getLogger(__name__)
+
+
+MAX_FILE_SIZE = 1 << 20  # about 5,000 tokens; a larger file is refused, not read
 
 
 class TokenError(Exception):
@@ -120,8 +124,7 @@ class TokenFile:
     def entries(self) -> list[TokenEntry]:
         """The file's tokens; none when it does not exist; TokenError when it is malformed."""
         try:
-            with open(self.path, encoding="utf-8") as fh:
-                data = json.load(fh)
+            data = json.loads(self._read())
         except FileNotFoundError:
             return []
         except (OSError, ValueError, RecursionError) as exc:
@@ -132,6 +135,21 @@ class TokenFile:
                              f"each an object of the strings {', '.join(_FIELDS)} "
                              "(sha256 in lowercase hex)")
         return [TokenEntry(**entry) for entry in tokens]
+
+    def _read(self) -> bytes:
+        """The file's bytes, if it is a regular file of at most MAX_FILE_SIZE: a FIFO or a
+        device put in its place would hold every request's check forever."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError("not a regular file")
+            data = os.read(fd, MAX_FILE_SIZE + 1)
+            if len(data) > MAX_FILE_SIZE:
+                raise ValueError(f"larger than {MAX_FILE_SIZE} bytes")
+            return data
+        finally:
+            os.close(fd)
 
     def add(self, label: str) -> str:
         """Make a token, store its hash under ``label``, and return it (the only copy)."""

@@ -217,7 +217,8 @@ def test_any_number_outside_int64_is_the_id_message(app, digits, sign, exponent)
 ])
 def test_a_body_with_a_huge_number_is_still_held_to_strict_json(app, body):
     message = assert_error(post(app, body if isinstance(body, bytes) else body.encode()), 400)
-    assert message == "The request body is not valid UTF-8 JSON."
+    assert message == ("The request body is nested deeper than 1024 levels." if "[" * 1024 in
+                       str(body) else "The request body is not valid UTF-8 JSON.")
     assert len(app.store) == 0
 
 
@@ -244,3 +245,9 @@ def test_the_fallback_keeps_orjsons_depth_limit_whatever_the_recursion_limit():
             json_fallback.reparse(nested(1025), error)
     finally:
         sys.setrecursionlimit(limit)
+
+
+def test_a_body_nested_too_deeply_says_so(app):
+    body = b'{"id": 1, "name": "x", "extra": ' + b"[" * 1500 + b"]" * 1500 + b"}"
+    response = app.post("/plants", body, content_type="application/json", expect_errors=True)
+    assert assert_error(response, 400) == "The request body is nested deeper than 1024 levels."

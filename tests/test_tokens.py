@@ -79,3 +79,31 @@ def test_a_malformed_token_file_refuses_every_token_with_one_error_line(
         assert_error(app.get("/plants", expect_errors=True), 401)
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and errors[0].startswith(f"cannot read token file {tokens.path}")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "huge"])
+def test_a_token_file_that_never_ends_is_refused_at_once(app, tokens, token, caplog, kind):
+    """A FIFO with no writer, /dev/zero, or a file of gigabytes in the token file's place
+    would hold every request's token check (and grow the server) for as long as it reads."""
+    import os
+    import threading
+    import time
+
+    os.unlink(tokens.path)
+    if kind == "fifo":
+        os.mkfifo(tokens.path)
+    elif kind == "device":
+        os.symlink("/dev/zero", tokens.path)
+    else:
+        with open(tokens.path, "wb") as fh:
+            fh.truncate(4 << 30)  # sparse: 4 GiB of zeros, no disk
+    answers = []
+    checking = threading.Thread(target=lambda: answers.append(
+        app.get("/plants", expect_errors=True)), daemon=True)
+    started = time.monotonic()
+    checking.start()
+    checking.join(timeout=5)
+    assert answers, "the token check never returned"
+    assert time.monotonic() - started < 2
+    assert_error(answers[0], 401)
+    assert any("cannot read token file" in r.getMessage() for r in caplog.records)

@@ -117,3 +117,34 @@ def test_sigterm_ends_the_server_within_the_timeout_whatever_a_subscriber_does(t
             exited_in = time.monotonic() - signalled
         assert returncode == 0, "".join(server.stderr)
         assert exited_in < timeout + 1, exited_in
+
+
+def test_what_a_subscriber_answers_reaches_the_log_as_one_escaped_line():
+    """A garbage status line (NUL, CR LF, a byte that is not UTF-8) or a reason phrase is
+    the subscriber's text: it must not split a log line or a 'webhooks list' row."""
+    import socket
+    import threading
+
+    from plant_store.bounded_post import ERROR_LIMIT, post
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    answers = [b"\x00\xff garbage\r\n\r\n",
+               b"HTTP/1.1 500 Bad\x1b[2J\x85 " + b"x" * 5000 + b"\r\nContent-Length: 0\r\n\r\n"]
+
+    def serve():
+        for answer in answers:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
+    try:
+        errors = [post(url, b"{}", {}, timeout=2) for _ in answers]
+    finally:
+        listener.close()
+    for error in errors:
+        assert error and error.isprintable() and len(error) <= ERROR_LIMIT, repr(error)
+    assert "\\x00" in errors[0] and "\\x1b" in errors[1]

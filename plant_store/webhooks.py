@@ -93,8 +93,9 @@ class WebhookWorker:
         self._backoff = config.webhook_backoff
         self._timeout = config.webhook_timeout
         # A claim outlives the delivery it covers (bounded by the timeout) and the outcome's
-        # write; past it, another instance may take over a delivery whose sender died.
-        self._lease = 2 * self._timeout + 10
+        # write; past it, another instance may take over a delivery whose sender died (a
+        # slow write of the outcome costs at worst one more send: at least once).
+        self._lease = 2 * self._timeout + 1
         self._retry_file = os.path.join(config.data_dir, RETRY_FILE)
         self._lock = threading.Lock()  # the dispatcher's view against the lanes' updates
         self._due: dict[str, float] = {}  # delivery id -> monotonic time of its next try

@@ -39,10 +39,13 @@ http {{
 
 
 class Nginx:
-    def __init__(self, tmp, upstream_port):
+    def __init__(self, tmp, *upstream_ports):
+        """The example in front of the service at ``upstream_ports``: one for the JSON-file
+        store, several instances for PostgreSQL (each listed in the upstream block)."""
         self.port = free_port()
         site = EXAMPLE.read_text()
-        site = site.replace("server 127.0.0.1:8080;", f"server 127.0.0.1:{upstream_port};")
+        site = site.replace("server 127.0.0.1:8080;", " ".join(
+            f"server 127.0.0.1:{port};" for port in upstream_ports))
         site = re.sub(r"listen 80;", f"listen 127.0.0.1:{self.port};", site)
         (tmp / "plant-store.conf").write_text(site)
         (tmp / "nginx.conf").write_text(MAIN.format(tmp=tmp))

@@ -29,7 +29,6 @@ import serverctl
 
 sys.path.insert(0, os.path.join(serverctl.HERE, "..", "tests"))
 from pgserver import PostgresServer, find_bindir
-
 from plant_store.stores.postgres import PostgresStore
 from test_nginx import Nginx
 

@@ -1,4 +1,5 @@
-"""The ``plant-store`` command: serve, check and compact the store, tokens, webhooks.
+"""The ``plant-store`` command: serve, check and compact the store, export and import its
+plants, tokens, webhooks.
 
 Every failure an operator can cause (bad setting, unwritable data directory, locked store,
 unknown token label) ends with one line on stderr and exit status 2, not a traceback.
@@ -8,8 +9,8 @@ import argparse
 import os
 import sys
 
-from plant_store import __version__, config, logs, server, webhooks
-from plant_store.stores import JsonFileStore, StoreError, jsonfile, open_store
+from plant_store import __version__, config, logs, server, transfer, webhooks
+from plant_store.stores import JsonFileStore, Store, StoreError, jsonfile, open_store
 from plant_store.stores.lock import StoreLocked
 from plant_store.tokens import TokenError, TokenFile
 
@@ -41,6 +42,17 @@ def _parser() -> argparse.ArgumentParser:
     db_commands.add_parser("check", parents=[settings],
                            help="show the schema version and what is pending; changes nothing "
                                 "(exit status 1 when something is pending)")
+    export = commands.add_parser(
+        "export", parents=[settings],
+        help="write every plant as JSON Lines, one NewPlant a line, in creation order")
+    export.add_argument("--output", metavar="FILE", default="-",
+                        help="file to write, replaced only once whole; default: standard output")
+    load = commands.add_parser(
+        "import", parents=[settings],
+        help="create the plants of a JSON Lines file (as export writes it) in its order; "
+             "plants already there are skipped, so running it again resumes it")
+    load.add_argument("--input", metavar="FILE", default="-",
+                      help="file to read; default: standard input")
     hooks = commands.add_parser("webhooks", help="see the outbox, resend dead letters")
     hook_commands = hooks.add_subparsers(dest="webhooks_command", required=True,
                                          metavar="ACTION")
@@ -75,10 +87,14 @@ def main(argv: list[str] | None = None) -> int:
             return _compact(cfg)
         if args.command == "db":
             return _db(args, cfg)
+        if args.command == "export":
+            return _export(cfg, args.output)
+        if args.command == "import":
+            return _import(cfg, args.input)
         if args.command == "webhooks":
             return _webhooks(args, cfg)
         return _token(args, tokens)
-    except (config.ConfigError, StoreError, TokenError) as exc:
+    except (config.ConfigError, StoreError, TokenError, transfer.TransferError) as exc:
         print(f"plant-store: error: {exc}", file=sys.stderr)
         return 2
 
@@ -123,6 +139,54 @@ def _compact(cfg: config.Config) -> int:
     with store:
         before, after = store.compact()
     print(f"{store.path}: compacted from {before} to {after} bytes")
+    return 0
+
+
+def _export(cfg: config.Config, path: str) -> int:
+    """Refused while a server holds the store (lock_timeout 0): one line, exit 2."""
+    data_file = os.path.join(cfg.data_dir, jsonfile.DATA_FILE)
+    if cfg.store == "jsonfile" and not os.path.exists(data_file):
+        raise transfer.TransferError(f"{data_file} does not exist: no store to export there")
+    try:
+        with open_store(cfg, lock_timeout=0) as store:
+            if path != "-":
+                with transfer.output_file(path) as out:
+                    count = transfer.export(store, out)
+            else:
+                count = _export_to_stdout(store)
+    except KeyboardInterrupt:  # Ctrl-C
+        left = "standard output has a part of it" if path == "-" else f"{path} is unchanged"
+        raise transfer.TransferError(f"export interrupted; {left}") from None
+    print(f"exported {count}", file=sys.stderr)
+    return 0
+
+
+def _export_to_stdout(store: Store) -> int:
+    try:
+        count = transfer.export(store, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+    except OSError as exc:  # a closed pipe, say: no traceback, and none at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise transfer.TransferError(f"cannot write standard output: {exc.strerror}") from None
+    return count
+
+
+def _import(cfg: config.Config, path: str) -> int:
+    """Refused while a server holds the store (lock_timeout 0): one line, exit 2."""
+    name = "standard input" if path == "-" else path
+    try:
+        source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise transfer.TransferError(f"cannot read {name}: {exc.strerror}") from None
+    try:
+        with source, open_store(cfg, lock_timeout=0) as store:
+            result = transfer.import_lines(store, source)  # Ctrl-C in it names the line
+    except OSError as exc:  # the store raises StoreError: this is the input
+        raise transfer.TransferError(f"cannot read {name}: {exc.strerror}") from None
+    except KeyboardInterrupt:  # Ctrl-C while the store opened
+        raise transfer.TransferError("import interrupted before its first line; nothing "
+                                     "was imported") from None
+    print(f"imported {result.created}, already there {result.replayed}", file=sys.stderr)
     return 0
 
 

@@ -1,10 +1,14 @@
 import errno
 import importlib.resources
+import itertools
 import json
+import os
+import re
 
 import pytest
 import webtest
 
+from pgserver import PostgresServer, find_bindir
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import JsonFileStore, MemoryStore
@@ -35,6 +39,52 @@ def store(request, tmp_path):
         store = PostgresStore(request.getfixturevalue("database_url"))
     yield store
     store.close()
+
+
+NO_POSTGRES = "PostgreSQL is not installed"
+_database_names = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One throwaway PostgreSQL server for the whole run (tests/pgserver.py). Without the
+    server binaries the tests that need it skip, and the summary says how many; in CI
+    (``CI=true``) they fail instead, since CI must run them."""
+    bindir = find_bindir()
+    if bindir is None:
+        reason = f"{NO_POSTGRES}; .ci/run installs it (Debian's postgresql package)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}, and CI must run the PostgreSQL tests", pytrace=False)
+        pytest.skip(reason)
+    server = PostgresServer(bindir)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def database_url(postgres, request):
+    """A fresh, empty database for this test, dropped afterwards."""
+    slug = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())
+    name = f"t{next(_database_names)}_{slug}"[:63]
+    url = postgres.create_database(name)
+    yield url
+    postgres.drop_database(name)
+
+
+def pytest_terminal_summary(terminalreporter):
+    skipped = sum(NO_POSTGRES in str(report.longrepr)
+                  for report in terminalreporter.stats.get("skipped", []))
+    errors = sum(NO_POSTGRES in str(report.longrepr)
+                 for report in terminalreporter.stats.get("error", []))
+    if skipped or errors:
+        what = f"{skipped} PostgreSQL tests skipped" if skipped else \
+            f"{errors} PostgreSQL tests failed"
+        terminalreporter.section("PostgreSQL", sep="!", red=True, bold=True)
+        terminalreporter.write_line(f"{NO_POSTGRES}: {what}; .ci/run installs it "
+                                    "(apt-get install postgresql)", red=True, bold=True)
 
 
 @pytest.fixture

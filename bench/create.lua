@@ -1,4 +1,5 @@
--- wrk script: POST /plants with a fresh id on every request, then print a JSON summary.
+-- wrk script: POST /plants (or $PLANTS_PATH) with a fresh id on every request, then print a
+-- JSON summary.
 -- Ids: each thread counts up from its own base (ID_BASE + thread number * 10^9).
 local threads = {}
 local counter = 0
@@ -20,7 +21,7 @@ end
 function request()
    next_id = next_id + 1
    local body = string.format('{"id": %d, "name": "plant %d", "tag": "bench"}', next_id, next_id)
-   return wrk.format("POST", "/plants", headers, body)
+   return wrk.format("POST", os.getenv("PLANTS_PATH") or "/plants", headers, body)
 end
 
 function done(summary, latency, requests)

@@ -20,7 +20,7 @@ LUA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "create.lua")
 
 
 def _worker(args):
-    host, port, token, seconds, threads, id_base = args
+    host, port, token, seconds, threads, id_base, path = args
     import threading
 
     results = []
@@ -32,7 +32,7 @@ def _worker(args):
         deadline = time.perf_counter() + seconds
         while (now := time.perf_counter()) < deadline:
             body = json.dumps({"id": plant_id, "name": f"plant {plant_id}", "tag": "bench"})
-            conn.request("POST", "/plants", body=body, headers=headers)
+            conn.request("POST", path, body=body, headers=headers)
             response = conn.getresponse()
             response.read()
             latencies.append(time.perf_counter() - now)
@@ -84,28 +84,29 @@ def interleaved(servers, rounds, seconds):
         labels = list(running)
         for turn in range(rounds + 1):
             for label in labels[turn % len(labels):] + labels[:turn % len(labels)]:
-                host, port, token, proc = running[label]
+                host, port, token, proc, *path = running[label]  # a path: behind a proxy
                 before = cpu_seconds(proc.pid)
-                result = run(host, port, token, seconds, cpu=1, id_base=time.time_ns() // 1000)
+                result = run(host, port, token, seconds, cpu=1, id_base=time.time_ns() // 1000,
+                             path=path[0] if path else "/plants")
                 result["cpu_us"] = (cpu_seconds(proc.pid) - before) / result["requests"] * 1e6
                 if turn:
                     results[label].append(result)
     return results
 
 
-def run(host, port, token, seconds, connections=16, id_base=0, cpu=None):
+def run(host, port, token, seconds, connections=16, id_base=0, cpu=None, path="/plants"):
     """Drive ``connections`` keep-alive clients for ``seconds``; return a summary dict."""
     if shutil.which("wrk"):
-        return run_wrk(host, port, token, seconds, connections, id_base, cpu)
-    return run_python(host, port, token, seconds, connections, id_base)
+        return run_wrk(host, port, token, seconds, connections, id_base, cpu, path)
+    return run_python(host, port, token, seconds, connections, id_base, path=path)
 
 
-def run_wrk(host, port, token, seconds, connections, id_base, cpu):
+def run_wrk(host, port, token, seconds, connections, id_base, cpu, path="/plants"):
     command = ["wrk", "-t2", f"-c{connections}", f"-d{int(seconds)}s", "-s", LUA,
-               f"http://{host}:{port}/plants"]
+               f"http://{host}:{port}{path}"]
     if cpu is not None:
         command = ["taskset", "-c", str(cpu), *command]
-    env = {**os.environ, "TOKEN": token, "ID_BASE": str(id_base)}
+    env = {**os.environ, "TOKEN": token, "ID_BASE": str(id_base), "PLANTS_PATH": path}
     out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
     summary = json.loads(out.strip().splitlines()[-1])
     return {
@@ -118,9 +119,10 @@ def run_wrk(host, port, token, seconds, connections, id_base, cpu):
     }
 
 
-def run_python(host, port, token, seconds, connections=16, id_base=0, processes=2):
+def run_python(host, port, token, seconds, connections=16, id_base=0, processes=2,
+               path="/plants"):
     per_process = connections // processes
-    jobs = [(host, port, token, seconds, per_process, id_base + p * 10**10)
+    jobs = [(host, port, token, seconds, per_process, id_base + p * 10**10, path)
             for p in range(processes)]
     started = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(processes) as pool:

@@ -47,14 +47,15 @@ def fill(url, count):
 
 @contextlib.contextmanager
 def behind_nginx(tmp, *services):
-    """One (host, port, token, proc) for nginx in front of ``services``' instances."""
+    """(host, port, token, proc, path) for nginx in front of ``services``' instances, as
+    the example serves them: under /api/. ``proc`` is the first instance's."""
     with contextlib.ExitStack() as stack:
         running = [stack.enter_context(s) for s in services]
         nginx_dir = pathlib.Path(tmp, f"nginx-{len(running)}")
         nginx_dir.mkdir()
         nginx = Nginx(nginx_dir, *(port for _, port, _, _ in running))
         try:
-            yield "127.0.0.1", nginx.port, running[0][2], running[0][3]
+            yield "127.0.0.1", nginx.port, running[0][2], running[0][3], "/api/plants"
         finally:
             nginx.stop()
 
@@ -82,6 +83,7 @@ def main():
                     os.path.join(tmp, name), "--store", "postgresql", "--database-url", url,
                     "--database-pool-size", "16", *extra, taskset="0")
 
+            proxied = ("--url-prefix", "/api", "--trusted-proxy", "127.0.0.1")
             servers = {
                 "service, memory store": serverctl.plant_store(
                     os.path.join(tmp, "m"), "--store", "memory", taskset="0"),
@@ -89,9 +91,10 @@ def main():
                 f"postgresql, {args.fill} stored": service("f", filled),
                 # Instances of one deployment share a data_dir here, so its token file:
                 # the PostgreSQL store takes no lock on it.
-                "postgresql via nginx, 1 process": behind_nginx(tmp, service("n1", empty)),
+                "postgresql via nginx, 1 process": behind_nginx(
+                    tmp, service("n1", empty, *proxied)),
                 "postgresql via nginx, 2 processes": behind_nginx(
-                    tmp, service("n2", empty), service("n2", empty)),
+                    tmp, service("n2", empty, *proxied), service("n2", empty, *proxied)),
             }
             results = loadgen.interleaved(servers, args.rounds, args.seconds)
         loadgen.report(results, baseline="service, memory store")

@@ -222,11 +222,16 @@ def _db(args: argparse.Namespace, cfg: config.Config) -> int:
     if not cfg.database_url:
         raise StoreError("set database_url (or --database-url) to the PostgreSQL database")
     with connection.connect(cfg.database_url, cfg.database_timeout) as conn:
-        if args.db_command == "migrate":
-            applied = schema.migrate(conn)
-            print("applied " + ", ".join(applied) if applied else "nothing to apply")
-            return 0
-        done, missing = schema.applied(conn), schema.pending(conn)
+        try:
+            if args.db_command == "migrate":
+                applied = schema.migrate(conn)
+                print("applied " + ", ".join(applied) if applied else "nothing to apply")
+                return 0
+            done, missing = schema.applied(conn), schema.pending(conn)
+        except connection.psycopg.Error as exc:  # a table of ours taken by another schema
+            raise StoreError(f"cannot {args.db_command} "
+                             f"{connection.describe(cfg.database_url)}: "
+                             f"{connection.reason(exc)}") from None
     print(f"schema version {max(done, default=0)}; "
           + (f"pending: {', '.join(missing)}" if missing else "nothing pending"))
     return 1 if missing else 0

@@ -19,7 +19,9 @@ needs a batch create in the store itself: many plants in one fsync, or one trans
 
 import contextlib
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, NamedTuple
 
@@ -44,15 +46,25 @@ class Imported(NamedTuple):
 
 
 def export(store: Store, out: BinaryIO) -> int:
-    """Write every plant of ``store`` to ``out`` in creation order; return how many."""
+    """Write every plant of ``store`` to ``out`` in creation order; return how many.
+    TransferError if the listing ended short of what the store holds: a PostgreSQL store
+    lists no plant newer than a transaction still open on its server, and an export that
+    silently left them out would lose them in a move (export with no writers running)."""
     count, start = 0, 0
     while True:
         plants, after = store.page(start, PAGE)
         out.write(b"".join(map(encode, plants)))
         count += len(plants)
         if after is None:
-            return count
+            break
         start = after
+    held = len(store) - count
+    if held > 0:
+        raise TransferError(
+            f"exported {count} plants, but the store holds {count + held}: the newest are "
+            "not listed yet (with PostgreSQL, a transaction still open on its server holds "
+            "them back: see pg_stat_activity); stop writers, end it, and export again")
+    return count
 
 
 def encode(plant: Plant) -> bytes:
@@ -68,9 +80,10 @@ def import_lines(store: Store, lines: Iterable[bytes]) -> Imported:
     NewPlant, or whose id is stored with another name or tag, stops the import there:
     TransferError names the line, and the lines before it are in the store."""
     created = replayed = 0
-    number = 1
-    try:
+    with _interruptible() as interrupted:
         for number, line in enumerate(lines, 1):
+            if interrupted.is_set():  # Ctrl-C: between two lines, so exactly those before
+                raise _stopped(number, "interrupted; run the import again to resume")
             plant = decode(line, number)
             try:
                 _, new = store.create(plant)
@@ -81,9 +94,22 @@ def import_lines(store: Store, lines: Iterable[bytes]) -> Imported:
                 raise _stopped(number, f"{exc}; run the import again to resume") from None
             created += new
             replayed += not new
-    except KeyboardInterrupt:  # Ctrl-C: this line may be in the store too, or not
-        raise _stopped(number, "interrupted; run the import again to resume") from None
     return Imported(created, replayed)
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[threading.Event]:
+    """SIGINT sets the event instead of raising in the middle of a create, where neither
+    the store nor its driver can tell the client whether the create was made."""
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def decode(line: bytes, number: int) -> Plant:

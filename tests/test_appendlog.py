@@ -159,13 +159,15 @@ def test_a_store_inherited_across_fork_refuses_in_the_child(tmp_path):
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
-            outcome = b"wrote"
             try:
-                store.create(Plant(2, "child's"))
-            except StoreUnavailable as exc:
-                outcome = b"refused: " + str(exc).encode()
-            os.write(write, outcome)
-            os._exit(0)
+                outcome = b"wrote"
+                try:
+                    store.create(Plant(2, "child's"))
+                except StoreUnavailable as exc:
+                    outcome = b"refused: " + str(exc).encode()
+                os.write(write, outcome)
+            finally:
+                os._exit(0)  # never back into the test runner
         os.close(write)
         os.waitpid(pid, 0)
         outcome = os.read(read, 1000).decode()
@@ -195,23 +197,26 @@ def test_a_fork_that_runs_no_python_hooks_still_refuses_and_lets_the_lock_go(tmp
 
     store = JsonFileStore(str(tmp_path))
     store.create(Plant(1, "parent's"))
-    read, write = os.pipe()
+    told, tell = os.pipe()  # child -> parent: what happened
+    done, finish = os.pipe()  # parent -> child: the parent has checked; exit
     pid = ctypes.CDLL(None).fork()
     if pid == 0:
-        outcome = b"wrote"
         try:
-            store.create(Plant(2, "child's"))
-        except StoreUnavailable as exc:
-            outcome = b"refused: " + str(exc).encode()
-        os.write(write, outcome)
-        os.read(read, 1)  # stay alive, lock copy closed, until the parent has reopened
-        os._exit(0)
+            outcome = b"wrote"
+            try:
+                store.create(Plant(2, "child's"))
+            except StoreUnavailable as exc:
+                outcome = b"refused: " + str(exc).encode()
+            os.write(tell, outcome)
+            os.read(done, 1)  # stay alive, its lock copy closed, while the parent reopens
+        finally:
+            os._exit(0)  # never back into the test runner
     try:
-        outcome = os.read(read, 1000).decode()
+        outcome = os.read(told, 1000).decode()
         assert outcome.startswith("refused") and "before a fork" in outcome
         store.close()  # the child closed its copy of the lock: ours was the last
         with JsonFileStore(str(tmp_path)) as again:
             assert [p.id for p in again.page(0, 10)[0]] == [1]
     finally:
-        os.write(write, b"x")
+        os.write(finish, b"x")
         os.waitpid(pid, 0)

@@ -196,3 +196,61 @@ def test_the_password_is_never_shown(database_url):
     with pytest.raises(StoreError) as refused:
         PostgresStore(url, pool_timeout=1)
     assert "s3cret-pw" not in str(refused.value)
+
+
+def test_a_malformed_url_is_refused_without_showing_it(tmp_path):
+    url = "postgresql://postgres:SuperSecretPW@[::1/x"
+    result = run_cli("db", "check", "--database-url", url)
+    assert result.returncode == 2 and "SuperSecretPW" not in result.stdout + result.stderr
+    assert "not a libpq URL" in result.stderr
+    serve = run_cli("serve", "--port", "0", "--data-dir", str(tmp_path), "--store",
+                    "postgresql", "--database-url", url)
+    assert serve.returncode == 2 and "SuperSecretPW" not in serve.stdout + serve.stderr
+
+
+def test_a_read_only_database_is_503_and_health_says_so(postgres, database_url):
+    with PostgresStore(database_url) as store:
+        store.create(Plant(1, "a"))
+        dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
+        with psycopg.connect(postgres.url("postgres"), autocommit=True) as admin:
+            admin.execute(f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = on')
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = %s", [dbname])  # the pool reconnects read-only
+        messages = []
+        for n in range(5):  # the first may meet a terminated connection
+            with pytest.raises(StoreUnavailable) as refused:
+                store.create(Plant(10 + n, "refused"))
+            messages.append(str(refused.value))
+        assert any("refuses writes" in m for m in messages), messages
+        with pytest.raises(StoreUnavailable, match="read-only"):
+            store.check()
+        assert store.get(1) == Plant(1, "a")
+
+
+def test_export_refuses_to_leave_out_plants_held_back_by_an_open_transaction(
+        pg, database_url):
+    import io
+
+    from plant_store import transfer
+
+    pg.create(Plant(1, "listed"))
+    with psycopg.connect(database_url) as other:
+        other.execute("SELECT pg_current_xact_id()")  # holds the horizon, writes nothing
+        pg.create(Plant(2, "held back"))
+        with pytest.raises(transfer.TransferError, match="exported 1 plants, but the store "
+                                                         "holds 2"):
+            transfer.export(pg, io.BytesIO())
+    assert transfer.export(pg, io.BytesIO()) == 2  # the transaction ended: all of them
+
+
+def test_db_migrate_over_a_foreign_table_is_one_line(database_url):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE plant_store_plants (id text PRIMARY KEY, owner text)")
+    result = run_cli("db", "migrate", "--database-url", database_url)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "already exists" in result.stderr
+
+
+def test_a_missing_database_at_start_is_named_as_such(postgres):
+    with pytest.raises(StoreError, match="does not exist"):
+        PostgresStore(postgres.url("no_such_database"), pool_timeout=1)

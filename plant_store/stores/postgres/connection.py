@@ -6,12 +6,21 @@ from psycopg.conninfo import conninfo_to_dict
 from plant_store.stores.base import StoreError
 
 
+def check_url(url: str) -> None:
+    """StoreError if ``url`` is not a libpq URL or DSN. The parser's message quotes the
+    whole string, password and all, so it is never shown; nor is the string handed to
+    anything that would log it (the pool logs its failed connections)."""
+    try:
+        conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        raise StoreError("database_url is not a libpq URL (postgresql://user@host/db) or "
+                         "key=value string; it is not shown, as it may hold a password"
+                         ) from None
+
+
 def describe(url: str) -> str:
     """The database a URL names, without its password, for messages and logs."""
-    try:
-        params = conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "the configured database"
+    params = conninfo_to_dict(url)
     return f"database {params.get('dbname', '(default)')!r} on {params.get('host', 'localhost')}"
 
 
@@ -22,6 +31,7 @@ def reason(exc: BaseException) -> str:
 
 def connect(url: str, timeout: float) -> psycopg.Connection:
     """One connection, for the operator's commands; StoreError when it cannot be had."""
+    check_url(url)
     try:
         return psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
     except psycopg.Error as exc:

@@ -18,7 +18,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from plant_store.stores.base import Plant, Store, StoreError, StoreUnavailable, replay
 from plant_store.stores.outbox import Delivery, deliveries_for
 from plant_store.stores.postgres import schema
-from plant_store.stores.postgres.connection import describe, reason
+from plant_store.stores.postgres.connection import check_url, connect, describe, reason
 from plant_store.stores.postgres.queries import QUERIES
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,9 @@ RETRIES = 5  # runs of a statement that met a race or a serialization failure
 class PostgresStore(Store):
     def __init__(self, url: str, *, pool_size: int = 10, pool_timeout: float = 5.0,
                  statement_timeout: float = 5.0, migrate: bool = True) -> None:
+        check_url(url)
         self.where = describe(url)
+        self._pool_size = pool_size
         self._timeout = pool_timeout
         self._pool = ConnectionPool(
             url, min_size=1, max_size=pool_size, timeout=pool_timeout, open=False,
@@ -49,7 +51,12 @@ class PostgresStore(Store):
                     if missing:
                         raise StoreError(f"{self.where} lacks migrations {', '.join(missing)}; "
                                          "run 'plant-store db migrate'")
-        except (psycopg.Error, PoolTimeout) as exc:
+        except PoolTimeout:
+            self._pool.close()
+            connect(url, pool_timeout).close()  # raises StoreError with the real reason
+            raise StoreError(f"cannot use {self.where}: no connection within "
+                             f"{pool_timeout:g} s") from None
+        except psycopg.Error as exc:
             self._pool.close()
             raise StoreError(f"cannot use {self.where}: {reason(exc)}") from None
         except BaseException:
@@ -67,8 +74,15 @@ class PostgresStore(Store):
             except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected):
                 if attempt == RETRIES - 1:
                     raise StoreUnavailable(f"{self.where}: too many conflicts") from None
-            except (psycopg.OperationalError, PoolTimeout, pg_errors.AdminShutdown) as exc:
+            except PoolTimeout:
+                raise StoreUnavailable(
+                    f"no connection to {self.where} within {self._timeout:g} s (all "
+                    f"{self._pool_size} busy, or the database not answering)") from None
+            except psycopg.OperationalError as exc:
                 raise StoreUnavailable(f"{self.where} is not reachable: {reason(exc)}") from None
+            except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege,
+                    psycopg.InternalError) as exc:  # a standby, a read-only or locked-down one
+                raise StoreUnavailable(f"{self.where} refuses writes: {reason(exc)}") from None
         raise AssertionError("unreachable")
 
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
@@ -124,7 +138,9 @@ class PostgresStore(Store):
             raise KeyError(delivery_id)
 
     def check(self) -> None:
-        self._run("probe", {}, lambda cur: cur.fetchone())
+        if self._run("probe", {}, lambda cur: cur.fetchone()[0]):
+            raise StoreUnavailable(f"{self.where} is read-only (a standby, or "
+                                   "default_transaction_read_only): creates would fail")
 
     def close(self) -> None:
         self._pool.close()

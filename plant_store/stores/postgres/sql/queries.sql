@@ -62,7 +62,8 @@ SELECT id, plant_id, url, body, attempts, error, dead FROM plant_store_outbox
 WHERE dead ORDER BY owed_at, id;
 
 -- name: probe
-SELECT 1;
+-- Whether the database would refuse writes (a standby, or made read-only).
+SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on';
 
 -- name: delivered
 DELETE FROM plant_store_outbox WHERE id = %(id)s;

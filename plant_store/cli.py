@@ -106,8 +106,8 @@ def _serve(cfg: config.Config, tokens: TokenFile) -> int:
         """Once listening, make the first token if there is no token file, and show it this
         once. An empty file is kept: its tokens were revoked, and a restart must not undo
         that."""
-        if not os.path.exists(tokens.path):
-            token = tokens.add(FIRST_TOKEN_LABEL)
+        token = tokens.add_first(FIRST_TOKEN_LABEL)
+        if token is not None:
             print(_first_token_message(token, url, tokens.path), flush=True)
 
     try:

@@ -6,6 +6,7 @@ or revoking a token needs no restart.
 """
 
 import contextlib
+import fcntl
 import hashlib
 import hmac
 import json
@@ -17,7 +18,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 
@@ -155,6 +156,25 @@ class TokenFile:
         """Make a token, store its hash under ``label``, and return it (the only copy)."""
         if not label or label != label.strip():
             raise TokenError("a token label must be non-empty, without surrounding spaces")
+        with self._changing():
+            return self._add(label)
+
+    def add_first(self, label: str) -> str | None:
+        """A first token, made only if there is no token file (an empty one means every
+        token was revoked); None when there is one. Instances starting together on one data
+        directory make one between them."""
+        with self._changing():
+            return None if os.path.exists(self.path) else self._add(label)
+
+    def revoke(self, label: str) -> None:
+        with self._changing():
+            entries = self.entries()
+            kept = [e for e in entries if e.label != label]
+            if len(kept) == len(entries):
+                raise TokenError(f"no token labelled {label!r}")
+            self._write(kept)
+
+    def _add(self, label: str) -> str:
         entries = self.entries()
         if any(e.label == label for e in entries):
             raise TokenError(f"a token labelled {label!r} exists; revoke it first")
@@ -163,12 +183,21 @@ class TokenFile:
         self._write([*entries, TokenEntry(label, _digest(token), created)])
         return token
 
-    def revoke(self, label: str) -> None:
-        entries = self.entries()
-        kept = [e for e in entries if e.label != label]
-        if len(kept) == len(entries):
-            raise TokenError(f"no token labelled {label!r}")
-        self._write(kept)
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[None]:
+        """One change of the file at a time, across processes: each reads the entries and
+        writes them back, and two at once would lose one of the two."""
+        directory = os.path.dirname(os.path.abspath(self.path))
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise TokenError(f"cannot lock token file {self.path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def _write(self, entries: list[TokenEntry]) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))

@@ -107,3 +107,22 @@ def test_a_token_file_that_never_ends_is_refused_at_once(app, tokens, token, cap
     assert time.monotonic() - started < 2
     assert_error(answers[0], 401)
     assert any("cannot read token file" in r.getMessage() for r in caplog.records)
+
+
+def test_changes_from_many_processes_at_once_lose_none(tmp_path):
+    """Each change reads the entries and writes them back: two at once lost one."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "tokens.json")
+    script = ("import sys; from plant_store.tokens import TokenFile; "
+              "f = TokenFile(sys.argv[1]); print(f.add_first('initial') or '-'); "
+              "f.add(sys.argv[2])")
+    procs = [subprocess.Popen([sys.executable, "-c", script, path, f"p{n}"],
+                              stdout=subprocess.PIPE, text=True) for n in range(8)]
+    firsts = [p.communicate(timeout=30)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    labels = sorted(e.label for e in TokenFile(path).entries())
+    assert labels == sorted(["initial", *(f"p{n}" for n in range(8))])
+    made = [token for token in firsts if token != "-"]
+    assert len(made) == 1 and TokenFile(path).verify(made[0]) == "initial"

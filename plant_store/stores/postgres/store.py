@@ -76,8 +76,8 @@ class PostgresStore(Store):
                     raise StoreUnavailable(f"{self.where}: too many conflicts") from None
             except PoolTimeout:
                 raise StoreUnavailable(
-                    f"no connection to {self.where} within {self._timeout:g} s (all "
-                    f"{self._pool_size} busy, or the database not answering)") from None
+                    f"{self.where} is not reachable, or all {self._pool_size} connections "
+                    f"are busy: none free within {self._timeout:g} s") from None
             except psycopg.OperationalError as exc:
                 raise StoreUnavailable(f"{self.where} is not reachable: {reason(exc)}") from None
             except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege,

@@ -152,6 +152,15 @@ def test_failed_writes_are_logged_without_flooding(tmp_path, caplog):
         assert len(lines) == 1 and "No space left on device" in lines[0]
 
 
+def write_in_child(store):
+    """What a write does in a forked child, told as bytes to the parent."""
+    try:
+        store.create(Plant(2, "child's"))
+    except StoreUnavailable as exc:
+        return b"refused: " + str(exc).encode()
+    return b"wrote"
+
+
 def test_a_store_inherited_across_fork_refuses_in_the_child(tmp_path):
     """A pre-fork server that opened the store before forking would have two writers."""
     with JsonFileStore(str(tmp_path)) as store:
@@ -160,12 +169,7 @@ def test_a_store_inherited_across_fork_refuses_in_the_child(tmp_path):
         pid = os.fork()
         if pid == 0:
             try:
-                outcome = b"wrote"
-                try:
-                    store.create(Plant(2, "child's"))
-                except StoreUnavailable as exc:
-                    outcome = b"refused: " + str(exc).encode()
-                os.write(write, outcome)
+                os.write(write, write_in_child(store))
             finally:
                 os._exit(0)  # never back into the test runner
         os.close(write)
@@ -202,12 +206,7 @@ def test_a_fork_that_runs_no_python_hooks_still_refuses_and_lets_the_lock_go(tmp
     pid = ctypes.CDLL(None).fork()
     if pid == 0:
         try:
-            outcome = b"wrote"
-            try:
-                store.create(Plant(2, "child's"))
-            except StoreUnavailable as exc:
-                outcome = b"refused: " + str(exc).encode()
-            os.write(tell, outcome)
+            os.write(tell, write_in_child(store))
             os.read(done, 1)  # stay alive, its lock copy closed, while the parent reopens
         finally:
             os._exit(0)  # never back into the test runner

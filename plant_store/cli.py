@@ -13,6 +13,7 @@ from plant_store import __version__, config, logs, server, transfer, webhooks
 from plant_store.stores import JsonFileStore, Store, StoreError, jsonfile, open_store
 from plant_store.stores.lock import StoreLocked
 from plant_store.tokens import TokenError, TokenFile
+from plant_store.words import counted
 
 FIRST_TOKEN_LABEL = "initial"
 
@@ -122,9 +123,10 @@ def _serve(cfg: config.Config, tokens: TokenFile) -> int:
 def _check(cfg: config.Config) -> int:
     state = jsonfile.inspect(cfg.data_dir)  # raises CorruptJournal, reported by main
     owed, dead = len(state.outbox.list()), len(state.outbox.list(dead=True))
-    print(f"{state.path}: {len(state.index)} plants in {state.size} bytes; OK")
-    print(f"{state.path}: {state.records} records, {owed} webhook deliveries owed, "
-          f"{dead} dead letters")
+    print(f"{state.path}: {counted(len(state.index), 'plant')} in {state.size} bytes; OK")
+    print(f"{state.path}: {counted(state.records, 'record')}, "
+          f"{counted(owed, 'webhook delivery', 'webhook deliveries')} owed, "
+          f"{counted(dead, 'dead letter')}")
     if state.torn:
         print(f"{state.path}: a torn last record of {state.torn} bytes will be dropped "
               "at the next start")
@@ -208,11 +210,12 @@ def _webhooks(args: argparse.Namespace, cfg: config.Config) -> int:
     try:
         with JsonFileStore(cfg.data_dir, fsync=cfg.fsync, compact_share=0) as store:
             webhooks.retry(store, chosen)
-        print(f"{len(chosen)} dead letters back in the outbox; the next server start sends them")
+        print(f"{counted(len(chosen), 'dead letter')} back in the outbox; the next server start "
+              "sends them")
     except StoreLocked:
         webhooks.request_retry(cfg.data_dir, chosen)
-        print(f"{len(chosen)} dead letters handed to the running server, which sends them "
-              f"within {webhooks.IDLE:g} s")
+        print(f"{counted(len(chosen), 'dead letter')} handed to the running server, which "
+              f"sends them within {webhooks.IDLE:g} s")
     return 0
 
 

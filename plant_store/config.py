@@ -22,9 +22,12 @@ class ConfigError(Exception):
 
 def _int_in(low: int, high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        value = int(text)
-        if not low <= value <= high:
-            raise ValueError(f"must be from {low} to {high}")
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise ValueError(f"must be an integer from {low} to {high}")
         return value
 
     return parse
@@ -32,9 +35,12 @@ def _int_in(low: int, high: int) -> Callable[[str], int]:
 
 def _float_in(low: float, high: float) -> Callable[[str], float]:
     def parse(text: str) -> float:
-        value = float(text)
-        if not low <= value <= high:  # also refuses nan
-            raise ValueError(f"must be from {low:g} to {high:g}")
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:  # also refuses nan
+            raise ValueError(f"must be a number from {low:g} to {high:g}")
         return value
 
     return parse
@@ -229,6 +235,9 @@ class Config:
             self.token_file = os.path.join(self.data_dir, "tokens.json")
         if self.webhook_urls and not self.webhook_secret:
             raise ConfigError("setting webhook_urls needs webhook_secret: deliveries are signed")
+        if self.page_size > self.max_page_size:
+            raise ConfigError(f"setting page_size={self.page_size} is above "
+                              f"max_page_size={self.max_page_size}: no page could be that long")
         if self.store == "postgresql" and not self.database_url:
             raise ConfigError("setting store=postgresql needs database_url")
 
@@ -265,7 +274,8 @@ def load(
 
 
 def _read_ini(path: str) -> dict[str, tuple[str, str]]:
-    parser = configparser.ConfigParser(interpolation=None)
+    # "port = 8080    # a comment" as a reader would mean it, not a port of "8080    # ...".
+    parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=("#", ";"))
     try:
         with open(path, encoding="utf-8") as fh:
             parser.read_file(fh)

@@ -25,6 +25,8 @@ class HealthResource:
         resp.data = HEALTHY
         resp.content_type = falcon.MEDIA_JSON
 
+    on_head = on_get  # the same answer, without its body (Falcon drops it)
+
 
 class OpenApiResource:
     """The document, its ``servers`` URL saying where the client reached the service: the
@@ -33,3 +35,5 @@ class OpenApiResource:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.data = orjson.dumps({**DOCUMENT, "servers": [{"url": req.prefix}]})
         resp.content_type = falcon.MEDIA_JSON
+
+    on_head = on_get  # the same answer, without its body (Falcon drops it)

@@ -54,6 +54,8 @@ class PlantsResource:
         resp.data = orjson.dumps([dump_plant(plant) for plant in plants])
         resp.content_type = falcon.MEDIA_JSON
 
+    on_head = on_get  # the same answer, without its body (Falcon drops it)
+
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         plant = self._load_new_plant(req)
         try:

@@ -32,6 +32,7 @@ from plant_store.durable import replace
 from plant_store.json_fallback import reparse
 from plant_store.schemas import describe, load_new_plant
 from plant_store.stores import Conflict, Plant, Store, StoreError
+from plant_store.words import counted
 
 PAGE = 1000  # plants a page while exporting
 
@@ -61,9 +62,10 @@ def export(store: Store, out: BinaryIO) -> int:
     held = len(store) - count
     if held > 0:
         raise TransferError(
-            f"exported {count} plants, but the store holds {count + held}: the newest are "
-            "not listed yet (with PostgreSQL, a transaction still open on its server holds "
-            "them back: see pg_stat_activity); stop writers, end it, and export again")
+            f"exported {counted(count, 'plant')}, but the store holds {count + held}: the "
+            "newest are not listed yet (with PostgreSQL, a transaction still open on its "
+            "server holds them back: see pg_stat_activity); stop writers, end it, and export "
+            "again")
     return count
 
 

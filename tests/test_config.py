@@ -55,3 +55,28 @@ def test_unknown_setting_in_file_is_refused(tmp_path):
 def test_missing_file_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="cannot read config file"):
         load(str(tmp_path / "nope.ini"))
+
+
+def test_an_ini_line_with_a_comment_means_what_a_reader_reads(tmp_path):
+    ini = tmp_path / "c.ini"
+    ini.write_text("[plant-store]\ntrusted_proxy = 127.0.0.1    # nginx on this host\n"
+                   "port = 8099 ; the port\n")
+    config = load(str(ini))
+    assert (config.trusted_proxy, config.port) == ("127.0.0.1", 8099)
+
+
+@pytest.mark.parametrize(("flag", "value", "says"), [
+    ("port", "abc", "setting port='abc' (from flag --port): must be an integer from 0 to 65535"),
+    ("webhook_timeout", "soon",
+     "setting webhook_timeout='soon' (from flag --webhook-timeout): must be a number from "
+     "0.1 to 300"),
+])
+def test_a_value_that_is_not_a_number_names_the_setting_and_its_source(flag, value, says):
+    with pytest.raises(ConfigError) as refused:
+        load(None, {}, {flag: value})
+    assert str(refused.value) == says
+
+
+def test_a_default_page_larger_than_the_largest_page_is_refused():
+    with pytest.raises(ConfigError, match="page_size=2000 is above max_page_size=1000"):
+        load(None, {}, {"page_size": "2000"})

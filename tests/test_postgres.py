@@ -237,7 +237,7 @@ def test_export_refuses_to_leave_out_plants_held_back_by_an_open_transaction(
     with psycopg.connect(database_url) as other:
         other.execute("SELECT pg_current_xact_id()")  # holds the horizon, writes nothing
         pg.create(Plant(2, "held back"))
-        with pytest.raises(transfer.TransferError, match="exported 1 plants, but the store "
+        with pytest.raises(transfer.TransferError, match="exported 1 plant, but the store "
                                                          "holds 2"):
             transfer.export(pg, io.BytesIO())
     assert transfer.export(pg, io.BytesIO()) == 2  # the transaction ended: all of them

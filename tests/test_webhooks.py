@@ -114,7 +114,7 @@ def test_dead_letters_are_listed_and_retried_by_the_command(tmp_path):
     assert run_cli("webhooks", "retry", "nope", "--data-dir", str(data)).returncode == 2
 
     retried = run_cli("webhooks", "retry", delivery_id, "--data-dir", str(data))
-    assert retried.returncode == 0 and "1 dead letters back in the outbox" in retried.stdout
+    assert retried.returncode == 0 and "1 dead letter back in the outbox" in retried.stdout
     assert "\towed\t0 attempts\t" in run_cli("webhooks", "list", "--data-dir", str(data)).stdout
     port = urlsplit(url).port  # the same subscriber, now answering
     with Receiver(port=port) as receiver, Server(data, *serve_flags(receiver.url)):

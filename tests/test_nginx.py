@@ -113,13 +113,13 @@ def test_errors_keep_the_json_shape_through_the_proxy(proxied):
 
 
 def test_the_service_down_is_json_too(proxied):
-    server, nginx, token = proxied
+    _, nginx, token = proxied
     server.stop()
     assert_json_error(nginx.request("POST", "/api/plants", {"id": 1, "name": "x"}, token), 503)
 
 
 def test_forwarded_client_address_reaches_the_access_log(proxied):
-    server, nginx, token = proxied
+    _, nginx, token = proxied
     # The client is 127.0.0.2; the service's peer is nginx, on 127.0.0.1.
     nginx.request("POST", "/api/plants", {"id": 2, "name": "Fern"}, token,
                   headers={"X-Request-ID": "trace-42"}, source="127.0.0.2")
@@ -252,3 +252,22 @@ def test_what_nginx_refuses_itself_is_json_too(proxied, raw, status):
     assert head.startswith(b"HTTP/1.1 %d" % status), head
     assert b"Content-Type: application/json" in head
     assert json.loads(body) == {"error": status, "message": json.loads(body)["message"]}
+
+
+def test_deletes_through_nginx_keep_the_clients_connection(proxied):
+    """waitress closes after a 204 (README, Deleting plants); nginx keeps the client's."""
+    import http.client
+
+    _, nginx, token = proxied
+    for plant_id in (1, 2):
+        assert nginx.request("POST", "/api/plants", {"id": plant_id, "name": "x"}, token)[0] == 200
+    conn = http.client.HTTPConnection("127.0.0.1", nginx.port, timeout=5)
+    try:
+        for plant_id in (1, 2):  # both on one connection
+            conn.request("DELETE", f"/api/plants/{plant_id}",
+                         headers={"Authorization": f"Bearer {token}"})
+            response = conn.getresponse()
+            response.read()
+            assert response.status == 204 and response.getheader("Connection") != "close"
+    finally:
+        conn.close()

@@ -113,13 +113,13 @@ def test_errors_keep_the_json_shape_through_the_proxy(proxied):
 
 
 def test_the_service_down_is_json_too(proxied):
-    _, nginx, token = proxied
+    server, nginx, token = proxied
     server.stop()
     assert_json_error(nginx.request("POST", "/api/plants", {"id": 1, "name": "x"}, token), 503)
 
 
 def test_forwarded_client_address_reaches_the_access_log(proxied):
-    _, nginx, token = proxied
+    server, nginx, token = proxied
     # The client is 127.0.0.2; the service's peer is nginx, on 127.0.0.1.
     nginx.request("POST", "/api/plants", {"id": 2, "name": "Fern"}, token,
                   headers={"X-Request-ID": "trace-42"}, source="127.0.0.2")

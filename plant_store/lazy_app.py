@@ -16,9 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-import orjson
-
-from plant_store import webhooks
+from plant_store import errors, webhooks
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import Store, StoreError, open_store
@@ -91,7 +89,7 @@ class LazyApp:
 
     def _unavailable(self, start_response: Callable) -> list[bytes]:
         message = f"The store is unavailable in this server process: {self._failed[2]}."
-        body = orjson.dumps({"error": 503, "message": message})
+        body = errors.document(503, message)
         start_response("503 Service Unavailable", [
             ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
             ("Retry-After", f"{RETRY_INTERVAL:g}")])

@@ -15,7 +15,6 @@ import os
 import re
 import secrets
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -200,19 +199,9 @@ class TokenFile:
             os.close(fd)
 
     def _write(self, entries: list[TokenEntry]) -> None:
-        directory = os.path.dirname(os.path.abspath(self.path))
+        """Replace the file (under ``_changing``, which made its directory); mode 0600."""
         try:
-            os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tokens-")  # mode 0600
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump({"tokens": [asdict(e) for e in entries]}, fh, indent=1)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                durable.replace(tmp, self.path)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):  # gone if the rename was made
-                    os.unlink(tmp)
-                raise
+            with durable.replacing(self.path) as fh:
+                fh.write(json.dumps({"tokens": [asdict(e) for e in entries]}, indent=1).encode())
         except OSError as exc:
             raise TokenError(f"cannot write token file {self.path}: {exc.strerror}") from None

@@ -18,9 +18,7 @@ needs a batch create in the store itself: many plants in one fsync, or one trans
 """
 
 import contextlib
-import os
 import signal
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, NamedTuple
@@ -28,7 +26,7 @@ from typing import BinaryIO, NamedTuple
 import orjson
 from marshmallow import ValidationError
 
-from plant_store.durable import replace
+from plant_store.durable import replacing
 from plant_store.json_fallback import reparse
 from plant_store.schemas import describe, load_new_plant
 from plant_store.stores import Conflict, Plant, Store, StoreError
@@ -141,21 +139,9 @@ def _stopped(number: int, problem: str) -> TransferError:
 def output_file(path: str) -> Iterator[BinaryIO]:
     """A file written beside ``path`` and renamed over it once whole and on disk, so
     ``path`` never holds a partial export that could pass for a whole one. Its mode is
-    0600, as ``mkstemp`` makes it: an export is the whole data set."""
-    directory = os.path.dirname(os.path.abspath(path))
+    0600 (``durable.replacing``): an export is the whole data set."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
+        with replacing(path) as out:
+            yield out
     except OSError as exc:
         raise TransferError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as out:
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
-        replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise TransferError(f"cannot write {path}: {exc.strerror}") from None
-        raise

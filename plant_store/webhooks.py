@@ -53,12 +53,8 @@ def request_retry(data_dir: str, delivery_ids: list[str]) -> None:
             wanted.update(orjson.loads(fh.read()))
     except FileNotFoundError:
         pass
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
+    with durable.replacing(path) as fh:
         fh.write(orjson.dumps(sorted(wanted)))
-        fh.flush()
-        os.fsync(fh.fileno())
-    durable.replace(tmp, path)
 
 
 def retry(store: Store, delivery_ids: list[str] | None = None) -> list[str]:

@@ -80,7 +80,7 @@ class AppendLog:
         change is undone (by what ``apply`` returned) and StoreUnavailable raised if the
         write or its fsync fails."""
         if self._pid != os.getpid():  # a fork that ran no Python fork hooks (uWSGI's)
-            self.detach(f"{self.path} was opened by process {self._pid} before a fork")
+            self.detach()
         if self.broken:
             raise StoreUnavailable(self.broken)
         try:
@@ -241,10 +241,11 @@ class AppendLog:
         while written < len(data):
             written += self._sys._write(fd, data[written:])
 
-    def detach(self, reason: str) -> None:
+    def detach(self) -> None:
         """In a forked child: close our copies of the file and of its lock (which leaves the
         parent's lock held, and lets it go when the parent ends) and refuse every change."""
-        self.broken = reason
+        self.broken = (f"{self.path} was opened by process {self._pid} before a fork; a "
+                       "worker process must open its own store (see README: pre-fork servers)")
         self._close_descriptors()
 
     def close(self) -> None:

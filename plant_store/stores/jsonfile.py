@@ -46,7 +46,6 @@ class JsonFileStore(Store):
         self.path = os.path.join(data_dir, DATA_FILE)
         self._compact_share = compact_share
         lock_fd = lock.hold(data_dir, lock_timeout)
-        self._pid = os.getpid()
         try:
             fd, state = self._open_journal()
         except BaseException:
@@ -184,8 +183,7 @@ class JsonFileStore(Store):
         """In a child of fork(): the lock and the file stay the parent's, and the store
         refuses everything, so two processes never write one file. The locks are made anew:
         another thread of the parent may have held them at the fork."""
-        self._log.detach(f"{self.path} was opened by process {self._pid} before a fork; "
-                         "a worker process must open its own store (see README: pre-fork servers)")
+        self._log.detach()
         self._log.cond = self._cond = threading.Condition(threading.Lock())
         self._compacting = threading.Lock()
 

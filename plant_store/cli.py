@@ -6,11 +6,12 @@ unknown token label) ends with one line on stderr and exit status 2, not a trace
 """
 
 import argparse
+import errno
 import os
 import sys
 
-from plant_store import __version__, config, logs, server, transfer, webhooks
-from plant_store.stores import JsonFileStore, Store, StoreError, jsonfile, open_store
+from plant_store import browse, cli_args, config, logs, server, transfer, webhooks
+from plant_store.stores import DataDirError, JsonFileStore, Store, StoreError, jsonfile, open_store
 from plant_store.stores.lock import StoreLocked
 from plant_store.tokens import TokenError, TokenFile
 from plant_store.words import counted
@@ -18,86 +19,42 @@ from plant_store.words import counted
 FIRST_TOKEN_LABEL = "initial"
 
 
-def _parser() -> argparse.ArgumentParser:
-    settings = argparse.ArgumentParser(add_help=False)
-    group = settings.add_argument_group("settings (override the config file and environment)")
-    group.add_argument("--config", metavar="FILE",
-                       help="INI file with a [plant-store] section (see conf/plant-store.ini)")
-    for setting in config.SETTINGS:
-        group.add_argument(setting.flag, dest=setting.name, metavar="VALUE",
-                           help=f"{setting.help} Default: {setting.default!r}.")
-
-    parser = argparse.ArgumentParser(prog="plant-store", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("serve", parents=[settings], help="run the HTTP service")
-    commands.add_parser("check", parents=[settings],
-                        help="read the JSON-file store and report its state; changes nothing")
-    commands.add_parser("compact", parents=[settings],
-                        help="rewrite the JSON-file store without its dead records (server "
-                             "stopped; a running server compacts by itself)")
-    db = commands.add_parser("db", help="the PostgreSQL store's schema (store = postgresql)")
-    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
-    db_commands.add_parser("migrate", parents=[settings],
-                           help="apply pending schema migrations (a starting server does too)")
-    db_commands.add_parser("check", parents=[settings],
-                           help="show the schema version and what is pending; changes nothing "
-                                "(exit status 1 when something is pending)")
-    export = commands.add_parser(
-        "export", parents=[settings],
-        help="write every plant as JSON Lines, one NewPlant a line, in creation order")
-    export.add_argument("--output", metavar="FILE", default="-",
-                        help="file to write, replaced only once whole; default: standard output")
-    load = commands.add_parser(
-        "import", parents=[settings],
-        help="create the plants of a JSON Lines file (as export writes it) in its order; "
-             "plants already there are skipped, so running it again resumes it")
-    load.add_argument("--input", metavar="FILE", default="-",
-                      help="file to read; default: standard input")
-    hooks = commands.add_parser("webhooks", help="see the outbox, resend dead letters")
-    hook_commands = hooks.add_subparsers(dest="webhooks_command", required=True,
-                                         metavar="ACTION")
-    hook_commands.add_parser("list", parents=[settings],
-                             help="deliveries still owed and dead letters; changes nothing")
-    resend = hook_commands.add_parser(
-        "retry", parents=[settings],
-        help="put dead letters back in the outbox (all, or the ids given) to be sent again")
-    resend.add_argument("ids", nargs="*", metavar="ID", help="delivery ids; none means all")
-    token = commands.add_parser("token", help="issue, list and revoke bearer tokens")
-    token_commands = token.add_subparsers(dest="token_command", required=True, metavar="ACTION")
-    add = token_commands.add_parser("add", parents=[settings], help="issue a token, print it once")
-    add.add_argument("--label", required=True, help="a name for whoever holds the token")
-    token_commands.add_parser("list", parents=[settings], help="show labels and dates")
-    revoke = token_commands.add_parser("revoke", parents=[settings], help="revoke a token")
-    revoke.add_argument("label")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    flags = {s.name: getattr(args, s.name) for s in config.SETTINGS}
+    args = cli_args.parser().parse_args(argv)
+    flags = {s.name: getattr(args, s.name, None) for s in config.SETTINGS}
     try:
         cfg = config.load(args.config or os.environ.get("PLANT_STORE_CONFIG"), os.environ, flags)
-        logs.configure(cfg.log_level, cfg.log_format)
-        tokens = TokenFile(cfg.token_file)
-        if args.command == "serve":
-            return _serve(cfg, tokens)
-        if args.command == "check":
-            return _check(cfg)
-        if args.command == "compact":
-            return _compact(cfg)
-        if args.command == "db":
-            return _db(args, cfg)
-        if args.command == "export":
-            return _export(cfg, args.output)
-        if args.command == "import":
-            return _import(cfg, args.input)
-        if args.command == "webhooks":
-            return _webhooks(args, cfg)
-        return _token(args, tokens)
+        # A command prints its own result; the store's info lines would say it twice.
+        level = cfg.log_level if args.command == "serve" else max(
+            cfg.log_level, "warning", key=config.LOG_LEVELS.index)
+        logs.configure(level, cfg.log_format)
+        try:
+            return _run(args, cfg)
+        except DataDirError as exc:
+            raise cfg.blame("data_dir", str(exc)) from None
     except (config.ConfigError, StoreError, TokenError, transfer.TransferError) as exc:
         print(f"plant-store: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _run(args: argparse.Namespace, cfg: config.Config) -> int:
+    if args.command == "serve":
+        return _serve(cfg, TokenFile(cfg.token_file))
+    if args.command == "plants":
+        return _plants(args, cfg)
+    if args.command == "check":
+        return _check(cfg)
+    if args.command == "compact":
+        return _compact(cfg)
+    if args.command == "db":
+        return _db(args, cfg)
+    if args.command == "export":
+        return _export(cfg, args.output)
+    if args.command == "import":
+        return _import(cfg, args.input)
+    if args.command == "webhooks":
+        return _webhooks(args, cfg)
+    return _token(args, TokenFile(cfg.token_file))
 
 
 def _serve(cfg: config.Config, tokens: TokenFile) -> int:
@@ -109,18 +66,19 @@ def _serve(cfg: config.Config, tokens: TokenFile) -> int:
         that."""
         token = tokens.add_first(FIRST_TOKEN_LABEL)
         if token is not None:
-            print(_first_token_message(token, url, tokens.path), flush=True)
+            print(_first_token_message(token, url, os.path.abspath(tokens.path)), flush=True)
 
     try:
         server.serve(cfg, store, tokens, on_ready=announce)
     except OSError as exc:  # the listening socket: address in use, permission denied
-        print(f"plant-store: error: cannot listen on {cfg.host}:{cfg.port}: {exc.strerror}",
-              file=sys.stderr)
-        return 2
+        culprit = "host" if exc.errno == errno.EADDRNOTAVAIL or exc.errno is None else "port"
+        raise cfg.blame(culprit, f"cannot listen on {cfg.host}:{cfg.port}: "
+                                 f"{exc.strerror or exc}") from None
     return 0
 
 
 def _check(cfg: config.Config) -> int:
+    _need_journal(cfg, "check")
     state = jsonfile.inspect(cfg.data_dir)  # raises CorruptJournal, reported by main
     owed, dead = len(state.outbox.list()), len(state.outbox.list(dead=True))
     print(f"{state.path}: {counted(len(state.index), 'plant')} in {state.size} bytes; OK")
@@ -133,7 +91,34 @@ def _check(cfg: config.Config) -> int:
     return 0
 
 
+def _plants(args: argparse.Namespace, cfg: config.Config) -> int:
+    """Read the store directly: beside a running server too (the JSON file is read without
+    its lock, as ``check`` does; PostgreSQL is shared anyway)."""
+    if args.plants_command == "get":
+        plant_id = browse.parse_id(args.id)
+        plant = browse.get(cfg, plant_id)
+        if plant is None:
+            print(f"plant-store: there is no plant with id {plant_id}", file=sys.stderr)
+            return 1
+        sys.stdout.buffer.write(transfer.encode(plant))
+        return 0
+    for plant in browse.walk(cfg, args.limit):
+        tag = "" if plant.tag is None else logs.escape(plant.tag)
+        print(f"{plant.id}\t{logs.escape(plant.name)}\t{tag}")
+    return 0
+
+
+def _need_journal(cfg: config.Config, command: str) -> None:
+    """These commands read the JSON-file store's journal; say so rather than make one."""
+    if cfg.store != "jsonfile":
+        raise cfg.blame("store", f"'plant-store {command}' reads the JSON-file store only")
+    path = os.path.join(cfg.data_dir, jsonfile.DATA_FILE)
+    if not os.path.exists(path):
+        raise DataDirError(f"{os.path.abspath(path)} does not exist: no JSON-file store there")
+
+
 def _compact(cfg: config.Config) -> int:
+    _need_journal(cfg, "compact")
     try:
         store = JsonFileStore(cfg.data_dir, fsync=cfg.fsync, compact_share=0)
     except StoreLocked as exc:
@@ -146,9 +131,8 @@ def _compact(cfg: config.Config) -> int:
 
 def _export(cfg: config.Config, path: str) -> int:
     """Refused while a server holds the store (lock_timeout 0): one line, exit 2."""
-    data_file = os.path.join(cfg.data_dir, jsonfile.DATA_FILE)
-    if cfg.store == "jsonfile" and not os.path.exists(data_file):
-        raise transfer.TransferError(f"{data_file} does not exist: no store to export there")
+    if cfg.store == "jsonfile":
+        _need_journal(cfg, "export")
     try:
         with open_store(cfg, lock_timeout=0) as store:
             if path != "-":
@@ -193,6 +177,7 @@ def _import(cfg: config.Config, path: str) -> int:
 
 
 def _webhooks(args: argparse.Namespace, cfg: config.Config) -> int:
+    _need_journal(cfg, "webhooks")
     state = jsonfile.inspect(cfg.data_dir)
     dead = state.outbox.list(dead=True)
     if args.webhooks_command == "list":

@@ -62,6 +62,7 @@ def _one_of(*choices: str) -> Callable[[str], str]:
             raise ValueError(f"must be one of {', '.join(choices)}")
         return value
 
+    parse.choices = choices  # type: ignore[attr-defined]  # shown by --help
     return parse
 
 
@@ -72,6 +73,9 @@ def _flag(text: str) -> bool:
     if value in ("0", "false", "no", "off"):
         return False
     raise ValueError("must be true or false")
+
+
+_flag.choices = ("true", "false")  # type: ignore[attr-defined]
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")  # the order ranks them
@@ -100,6 +104,7 @@ class Setting:
     parse: Callable[[str], Any]
     default: str
     help: str
+    unit: str = ""  # what a value is, for --help: SECONDS, FILE...; empty: the name
 
     @property
     def env(self) -> str:
@@ -109,54 +114,64 @@ class Setting:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+    @property
+    def metavar(self) -> str:
+        choices = getattr(self.parse, "choices", None)
+        return "{" + ",".join(choices) + "}" if choices else self.unit or self.name.upper()
+
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("host", str, "127.0.0.1", "Address waitress listens on."),
     Setting("port", _int_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one."),
     Setting("threads", _int_in(1, 256), "16",
-            "Waitress worker threads; more of them share each fsync (group commit)."),
+            "Waitress worker threads; more of them share each fsync (group commit).", unit="N"),
     Setting("connection_limit", _int_in(10, 1000), "100",
             "Most connections waitress holds open, counting its own listening socket and "
             "wake-up pipe (at most 1000: it watches them with select()); later clients wait "
             "unanswered until one closes. Clients that send slowly can hold them all "
-            "(slowloris): on a public port, put a proxy in front (see the README)."),
+            "(slowloris): on a public port, put a proxy in front (see the README).", unit="N"),
     Setting("channel_timeout", _int_in(1, 86400), "120",
             "Seconds a connection may go without sending or receiving a byte, outside a "
             "request the app is handling, before waitress closes it (checked every 30 s, or "
             "this often if shorter). A client that sends a byte now and then is never closed. "
-            "Behind nginx keep it above nginx's upstream keepalive_timeout (60 s)."),
+            "Behind nginx keep it above nginx's upstream keepalive_timeout (60 s).",
+            unit="SECONDS"),
     Setting("store", _one_of("memory", "jsonfile", "postgresql"), "jsonfile",
             "Where plants live: 'memory' (lost on exit), 'jsonfile' (durable, one process) "
             "or 'postgresql' (durable, any number of processes and instances)."),
     Setting("database_url", str, "",
             "The PostgreSQL database of store = postgresql: a libpq URL or key=value DSN. "
             "Keep the password out of it: libpq reads PGPASSWORD or a password file "
-            "(PGPASSFILE, ~/.pgpass). Never printed or logged."),
+            "(PGPASSFILE, ~/.pgpass). Never printed or logged.", unit="URL"),
     Setting("database_pool_size", _int_in(1, 1000), "10",
-            "Connections each process keeps to PostgreSQL at most; a request waits for one."),
+            "Connections each process keeps to PostgreSQL at most; a request waits for one.",
+            unit="N"),
     Setting("database_timeout", _float_in(0.1, 300), "5",
             "Seconds to connect to PostgreSQL, or to wait for a free connection, before a "
-            "request answers 503."),
+            "request answers 503.", unit="SECONDS"),
     Setting("statement_timeout", _float_in(0.1, 3600), "5",
             "Seconds a PostgreSQL statement may run before it is cancelled (503): no request "
-            "waits forever on a lock or a stalled server."),
+            "waits forever on a lock or a stalled server.", unit="SECONDS"),
     Setting("data_dir", str, "plant-store-data",
-            "Directory of the JSON-file store (plants.jsonl) and the default token file."),
+            "Directory of the JSON-file store (plants.jsonl) and the default token file; a "
+            "relative one is taken from the directory the command starts in.",
+            unit="DIR"),
     Setting("token_file", str, "",
-            "File of token hashes; empty means <data_dir>/tokens.json."),
+            "File of token hashes; empty means <data_dir>/tokens.json.", unit="FILE"),
     Setting("lock_timeout", _float_in(0, 3600), "10",
             "Seconds a starting server waits for the process that owns data_dir to let go "
-            "(a reload's old worker finishing its requests) before it refuses; 0: at once."),
+            "(a reload's old worker finishing its requests) before it refuses; 0: at once.",
+            unit="SECONDS"),
     Setting("max_body_size", _int_in(1, 1 << 30), "65536",
-            "Largest request body in bytes; larger bodies get 413 unread."),
+            "Largest request body in bytes; larger bodies get 413 unread.", unit="BYTES"),
     Setting("page_size", _int_in(1, 2**31 - 1), "100",
-            "Plants in a GET /plants page when the request gives no limit."),
+            "Plants in a GET /plants page when the request gives no limit.", unit="N"),
     Setting("max_page_size", _int_in(1, 2**31 - 1), "1000",
-            "Largest page; a larger limit is capped to it, not refused."),
+            "Largest page; a larger limit is capped to it, not refused.", unit="N"),
     Setting("compact_dead_share", _float_in(0, 0.99), "0.5",
             "Compact the JSON-file store in the background once this share of its records "
             "is dead (deleted plants, settled webhook deliveries); 0 turns it off. "
-            "'plant-store compact' does it by hand."),
+            "'plant-store compact' does it by hand.", unit="SHARE"),
     Setting("fsync", _flag, "true",
             "Flush each write to disk before answering. 'false' is UNSAFE: a power loss or "
             "OS crash can lose acknowledged plants. For benchmarks only."),
@@ -166,25 +181,27 @@ SETTINGS: tuple[Setting, ...] = (
             "'text' lines, or 'json': one JSON object per line, for log shippers."),
     Setting("trusted_proxy", str, "",
             "Address of the reverse proxy whose forwarded headers are believed (e.g. "
-            "127.0.0.1; '*' for any peer). Empty: forwarded headers are ignored."),
+            "127.0.0.1; '*' for any peer). Empty: forwarded headers are ignored.", unit="ADDRESS"),
     Setting("trusted_proxy_headers", _header_list, "x-forwarded-for x-forwarded-proto "
             "x-forwarded-host",
-            "Forwarded headers taken from the trusted proxy, space-separated."),
+            "Forwarded headers taken from the trusted proxy, space-separated.", unit="HEADERS"),
     Setting("url_prefix", _prefix, "",
             "Path the proxy serves the API under (e.g. /api), stripped from request paths "
-            "and put back in the URLs the service emits. Empty: served at the root."),
+            "and put back in the URLs the service emits. Empty: served at the root.", unit="PATH"),
     Setting("webhook_urls", _urls, "",
             "Subscriber URLs, space-separated, each sent every new plant's NewPlant JSON. "
-            "Empty: no webhook."),
+            "Empty: no webhook.", unit="URLS"),
     Setting("webhook_secret", str, "",
-            "Shared secret of the X-Plant-Store-Signature HMAC; required with webhook_urls."),
+            "Shared secret of the X-Plant-Store-Signature HMAC; required with webhook_urls.",
+            unit="SECRET"),
     Setting("webhook_max_attempts", _int_in(1, 1000), "10",
-            "Attempts per delivery before it is kept as a dead letter."),
+            "Attempts per delivery before it is kept as a dead letter.", unit="N"),
     Setting("webhook_backoff", _float_in(0.001, 3600), "1",
             "Seconds before the first retry; each later one waits twice as long (at most "
-            "an hour), with random jitter."),
+            "an hour), with random jitter.", unit="SECONDS"),
     Setting("webhook_timeout", _float_in(0.1, 300), "10",
-            "Seconds a whole delivery may take: connect, send and the full answer."),
+            "Seconds a whole delivery may take: connect, send and the full answer.",
+            unit="SECONDS"),
 )
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
 SECRETS = frozenset({"database_url", "webhook_secret"})  # never shown, not even in a repr
@@ -222,6 +239,8 @@ class Config:
     webhook_backoff: float
     webhook_timeout: float
 
+    origins: Mapping[str, str] = {}  # setting -> where its value came from; set by load()
+
     def __init__(self, **values: Any) -> None:
         unknown = set(values) - set(BY_NAME)
         if unknown:
@@ -240,6 +259,13 @@ class Config:
                               f"max_page_size={self.max_page_size}: no page could be that long")
         if self.store == "postgresql" and not self.database_url:
             raise ConfigError("setting store=postgresql needs database_url")
+
+    def blame(self, name: str, problem: str) -> ConfigError:
+        """An error naming the setting behind ``problem``, its value (never a secret's) and
+        where that came from: the operator's fix is to that setting, in that place."""
+        value = "" if name in SECRETS else f"={setting_text(self, name)!r}"
+        return ConfigError(f"setting {name}{value} (from {self.origins.get(name, 'default')}): "
+                           f"{problem}")
 
     def __repr__(self) -> str:
         pairs = ", ".join(f"{s.name}={'...' if s.name in SECRETS else repr(getattr(self, s.name))}"
@@ -270,7 +296,19 @@ def load(
         if flags and flags.get(setting.name) is not None:
             raw[setting.name] = (str(flags[setting.name]), f"flag {setting.flag}")
     values = {name: _parse(BY_NAME[name], text, source) for name, (text, source) in raw.items()}
-    return Config(**values)
+    config = Config(**values)
+    config.origins = {name: source for name, (_, source) in raw.items()}
+    return config
+
+
+def setting_text(config: Config, name: str) -> str:
+    """A setting's value as it would be written in the INI file."""
+    value = getattr(config, name)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return " ".join(value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _read_ini(path: str) -> dict[str, tuple[str, str]]:

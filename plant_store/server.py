@@ -1,6 +1,7 @@
 """Run the app on waitress until SIGTERM or SIGINT, finish what is in flight, close the store."""
 
 import logging
+import os
 import signal
 from collections.abc import Callable
 
@@ -65,8 +66,10 @@ def serve(
         urls = _urls(server, config.url_prefix)
         if on_ready:
             on_ready(urls[0])
-        log.info("plant-store listening on %s (store: %s, %d threads)",
-                 " and ".join(urls), config.store, config.threads)
+        # The absolute directory: a relative data_dir depends on where the server started.
+        log.info("plant-store listening on %s (store: %s, data directory %s, %d threads)",
+                 " and ".join(urls), config.store, os.path.abspath(config.data_dir),
+                 config.threads)
         signal.signal(signal.SIGTERM, _interrupt)
         signal.signal(signal.SIGINT, _interrupt)
         # On a stop signal waitress stops accepting, lets each worker finish its request and

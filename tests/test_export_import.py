@@ -177,7 +177,7 @@ def test_export_of_an_empty_store_is_empty(tmp_path, destination):
 
 def test_export_needs_an_existing_store(tmp_path):
     result = plant_store("export", "--data-dir", tmp_path / "typo")
-    assert "no store to export" in one_error_line(result)
+    assert "no JSON-file store there" in one_error_line(result)
     assert not (tmp_path / "typo").exists()
 
 

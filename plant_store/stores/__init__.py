@@ -3,6 +3,7 @@
 from plant_store.config import Config
 from plant_store.stores.base import (
     Conflict,
+    DataDirError,
     Plant,
     Store,
     StoreError,
@@ -13,6 +14,7 @@ from plant_store.stores.memory import MemoryStore
 
 __all__ = [
     "Conflict",
+    "DataDirError",
     "JsonFileStore",
     "MemoryStore",
     "Plant",

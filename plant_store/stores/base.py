@@ -27,6 +27,11 @@ class StoreError(Exception):
     """The store cannot be opened or used; the message is meant for the operator."""
 
 
+class DataDirError(StoreError):
+    """The data directory, or a file in it, cannot be used (missing, read-only, denied):
+    the operator's fix is to ``data_dir``, so the command line names that setting."""
+
+
 class StoreUnavailable(StoreError):
     """A read or write failed for a reason outside the request (disk full, I/O error)."""
 

@@ -20,7 +20,13 @@ from collections.abc import Sequence
 from plant_store.durable import fsync_dir
 from plant_store.stores import journal, lock
 from plant_store.stores.appendlog import AppendLog
-from plant_store.stores.base import Plant, Store, StoreError, StoreUnavailable, replay
+from plant_store.stores.base import (
+    DataDirError,
+    Plant,
+    Store,
+    StoreUnavailable,
+    replay,
+)
 from plant_store.stores.outbox import Delivery, deliveries_for
 
 log = logging.getLogger(__name__)
@@ -253,7 +259,7 @@ class JsonFileStore(Store):
             created = not os.path.exists(path)
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
-            raise StoreError(f"cannot open {path}: {exc.strerror}") from None
+            raise DataDirError(f"cannot open {path}: {exc.strerror}") from None
         try:
             if created:  # make the new directory entry durable too
                 fsync_dir(self.data_dir, self._fsync_fd)
@@ -265,7 +271,7 @@ class JsonFileStore(Store):
                 self._fsync_fd(fd)
         except OSError as exc:
             os.close(fd)
-            raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+            raise DataDirError(f"cannot read {path}: {exc.strerror}") from None
         except BaseException:
             os.close(fd)
             raise
@@ -279,7 +285,7 @@ def inspect(data_dir: str) -> journal.Journal:
         with open(path, "rb") as fh:
             return journal.read(path, fh.read())
     except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+        raise DataDirError(f"cannot read {path}: {exc.strerror}") from None
 
 
 _open_stores: "weakref.WeakSet[JsonFileStore]" = weakref.WeakSet()

@@ -4,7 +4,7 @@ import fcntl
 import os
 import time
 
-from plant_store.stores.base import StoreError
+from plant_store.stores.base import DataDirError, StoreError
 
 POLL_INTERVAL = 0.05  # seconds between tries while waiting for the owner to let go
 LOCK_FILE = "plants.lock"
@@ -20,7 +20,7 @@ def hold(data_dir: str, timeout: float = 0.0) -> int:
     try:
         os.makedirs(data_dir, exist_ok=True)
     except OSError as exc:
-        raise StoreError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
+        raise DataDirError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
     return acquire(os.path.join(data_dir, LOCK_FILE), timeout)
 
 
@@ -34,7 +34,7 @@ def acquire(path: str, timeout: float = 0.0) -> int:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        raise StoreError(f"cannot open lock file {path}: {exc.strerror}") from None
+        raise DataDirError(f"cannot open lock file {path}: {exc.strerror}") from None
     deadline = time.monotonic() + timeout
     try:
         while not _try_lock(fd):
@@ -49,7 +49,7 @@ def acquire(path: str, timeout: float = 0.0) -> int:
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     except OSError as exc:
         os.close(fd)
-        raise StoreError(f"cannot write lock file {path}: {exc.strerror}") from None
+        raise DataDirError(f"cannot write lock file {path}: {exc.strerror}") from None
     except BaseException:
         os.close(fd)
         raise

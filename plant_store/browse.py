@@ -1,0 +1,61 @@
+"""Plants straight from the store, for ``plant-store plants``: the operator's view, ids
+included, without a token or a server.
+
+The JSON-file store is read without its lock, as ``plant-store check`` reads it, so this
+works beside a running server: the file is append-only and a torn last line is skipped.
+It shows what the file holds, so a create whose fsync is still under way may show before
+its client hears 200. The PostgreSQL store is shared: it is opened like any instance.
+The memory store lives inside its server's process only.
+"""
+
+import itertools
+from collections.abc import Iterator
+
+from plant_store.config import Config
+from plant_store.stores import Plant, StoreError, jsonfile, open_store
+from plant_store.stores.journal import INT64_MAX, INT64_MIN, decode_plant
+
+PAGE = 1000
+
+
+def parse_id(text: str) -> int:
+    try:
+        plant_id = int(text)
+    except ValueError:
+        plant_id = None
+    if plant_id is None or not INT64_MIN <= plant_id <= INT64_MAX:
+        raise StoreError(f"id {text!r}: must be an integer from {INT64_MIN} to {INT64_MAX}")
+    return plant_id
+
+
+def walk(config: Config, limit: int | None = None) -> Iterator[Plant]:
+    """The plants in creation order, at most ``limit`` of them."""
+    if limit is not None and limit < 1:
+        raise StoreError(f"--limit {limit}: must be at least 1")
+    left = limit
+    if config.store == "jsonfile":
+        state = jsonfile.inspect(config.data_dir)
+        for _, plant_id in itertools.islice(state.order, limit):
+            yield decode_plant(state.index[plant_id][1])
+        return
+    with _shared(config) as store:
+        start: int | None = 0
+        while start is not None and left != 0:
+            plants, start = store.page(start, PAGE if left is None else min(PAGE, left))
+            yield from plants
+            left = None if left is None else left - len(plants)
+
+
+def get(config: Config, plant_id: int) -> Plant | None:
+    if config.store == "jsonfile":
+        stored = jsonfile.inspect(config.data_dir).index.get(plant_id)
+        return None if stored is None else decode_plant(stored[1])
+    with _shared(config) as store:
+        return store.get(plant_id)
+
+
+def _shared(config: Config):
+    if config.store == "memory":
+        raise StoreError("store=memory keeps its plants inside its server's process only: "
+                         "ask the server (GET /plants)")
+    return open_store(config)

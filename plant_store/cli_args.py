@@ -1,0 +1,112 @@
+"""The command line's grammar: each command with a description and only the settings it
+uses, each flag showing what its value is, its default and its environment variable.
+
+Settings still come from every source for every command (an INI file may hold them all);
+a command offers as flags only those it reads, so ``--help`` shows what matters to it.
+"""
+
+import argparse
+
+from plant_store import __version__, config
+
+DESCRIPTION = "Plant Store: a small WSGI service that keeps a store of plants."
+EPILOG = """\
+Settings, lowest precedence first: their defaults, an INI file (--config FILE or
+PLANT_STORE_CONFIG), environment variables (PLANT_STORE_PORT=9000), flags (--port 9000).
+'plant-store COMMAND --help' shows a command's settings; conf/plant-store.ini lists them all.
+"""
+
+ALL = tuple(s.name for s in config.SETTINGS)
+STORE = ("store", "data_dir", "database_url", "database_timeout", "statement_timeout")
+DATABASE = ("database_url", "database_timeout")
+TOKENS = ("data_dir", "token_file")
+
+
+def _shown(setting: config.Setting) -> str:
+    return setting.default if setting.default else "empty"
+
+
+def _settings(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    group = parser.add_argument_group(
+        "settings (a flag overrides the environment variable, which overrides --config)")
+    group.add_argument("--config", metavar="FILE",
+                       help="INI file with a [plant-store] section [env PLANT_STORE_CONFIG]")
+    for name in names:
+        setting = config.BY_NAME[name]
+        group.add_argument(setting.flag, dest=name, metavar=setting.metavar,
+                           help=f"{setting.help} [default: {_shown(setting)}; "
+                                f"env {setting.env}]")
+
+
+def _command(commands: "argparse._SubParsersAction", name: str, text: str,
+             settings: tuple[str, ...] | None = ()) -> argparse.ArgumentParser:
+    """A command: ``text`` is its line in the parent's list and its own description;
+    ``settings`` None for a group of commands (which takes no settings itself)."""
+    parser = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+    if settings is not None:
+        _settings(parser, settings)
+    return parser
+
+
+def _group(commands: "argparse._SubParsersAction", name: str, text: str,
+           dest: str) -> "argparse._SubParsersAction":
+    parser = _command(commands, name, text, None)
+    return parser.add_subparsers(dest=dest, required=True, metavar="ACTION")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="plant-store", description=DESCRIPTION, epilog=EPILOG,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _command(commands, "serve", "run the HTTP service on waitress until SIGTERM or Ctrl-C", ALL)
+
+    plants = _group(commands, "plants", "look at the stored plants, with their ids",
+                    "plants_command")
+    listing = _command(plants, "list", "list the plants in creation order: id, name, tag",
+                       STORE)
+    listing.add_argument("--limit", type=int, metavar="N", help="at most N plants")
+    get = _command(plants, "get", "show one plant as JSON, id included", STORE)
+    get.add_argument("id", metavar="ID", help="the plant's id")
+
+    token = _group(commands, "token", "issue, list and revoke bearer tokens", "token_command")
+    add = _command(token, "add", "issue a token and print it, this once", TOKENS)
+    add.add_argument("--label", required=True, help="a name for whoever holds the token")
+    _command(token, "list", "show each token's label and creation time, never the token",
+             TOKENS)
+    revoke = _command(token, "revoke", "revoke a token; servers refuse it within a second",
+                      TOKENS)
+    revoke.add_argument("label", metavar="LABEL", help="the label given to 'token add'")
+
+    hooks = _group(commands, "webhooks", "see the webhook outbox, send dead letters again",
+                   "webhooks_command")
+    _command(hooks, "list", "show deliveries still owed and dead letters; changes nothing "
+                            "(JSON-file store)", ("data_dir",))
+    resend = _command(hooks, "retry", "put dead letters back in the outbox to be sent again "
+                                      "(JSON-file store)", ("data_dir", "fsync"))
+    resend.add_argument("ids", nargs="*", metavar="ID", help="delivery ids; none means all")
+
+    _command(commands, "check", "read the JSON-file store and report its state; changes "
+                                "nothing, works beside a running server", ("data_dir",))
+    _command(commands, "compact", "rewrite the JSON-file store without its dead records "
+                                  "(server stopped: a running one compacts by itself)",
+             ("data_dir", "fsync"))
+
+    export = _command(commands, "export", "write every plant as JSON Lines, one NewPlant a "
+                                          "line, in creation order (server stopped)", STORE)
+    export.add_argument("--output", metavar="FILE", default="-",
+                        help="file to write, replaced only once whole [default: standard "
+                             "output]")
+    load = _command(commands, "import", "create the plants of a JSON Lines file in its "
+                                        "order, skipping those already there (server "
+                                        "stopped); run it again to resume",
+                    (*STORE, "fsync"))
+    load.add_argument("--input", metavar="FILE", default="-",
+                      help="file to read [default: standard input]")
+
+    db = _group(commands, "db", "the PostgreSQL store's schema", "db_command")
+    _command(db, "migrate", "apply pending schema migrations (a starting server does too)",
+             DATABASE)
+    _command(db, "check", "show the schema version and what is pending; exit status 1 when "
+                          "something is", DATABASE)
+    return top

@@ -192,15 +192,24 @@ def _webhooks(args: argparse.Namespace, cfg: config.Config) -> int:
     unknown = sorted(set(args.ids) - set(chosen))
     if unknown:
         raise StoreError(f"{unknown[0]} is not a dead letter; see 'plant-store webhooks list'")
+    if not chosen:
+        print("no dead letters to retry", file=sys.stderr)
+        return 0
+    letters = counted(len(chosen), "dead letter")
     try:
         with JsonFileStore(cfg.data_dir, fsync=cfg.fsync, compact_share=0) as store:
             webhooks.retry(store, chosen)
-        print(f"{counted(len(chosen), 'dead letter')} back in the outbox; the next server start "
+        print(f"{letters} back in the outbox; the next server start with webhook_secret set "
               "sends them")
+        return 0
     except StoreLocked:
-        webhooks.request_retry(cfg.data_dir, chosen)
-        print(f"{counted(len(chosen), 'dead letter')} handed to the running server, which "
-              f"sends them within {webhooks.IDLE:g} s")
+        pass
+    wait = webhooks.IDLE + 2  # the running server's worker looks every IDLE seconds
+    if not webhooks.request_retry(cfg.data_dir, chosen, wait):
+        raise StoreError(f"the server running on {os.path.abspath(cfg.data_dir)} did not take "
+                         f"the request within {wait:g} s, so nothing changed: it sends webhooks "
+                         "only when started with webhook_secret")
+    print(f"{letters} back in the outbox of the running server, which sends them now")
     return 0
 
 

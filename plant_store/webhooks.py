@@ -8,6 +8,8 @@ letter until an operator retries it. Delivery is at least once: a crash between 
 its record sends it again, and receivers dedupe on the delivery id.
 """
 
+import collections
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -24,6 +26,7 @@ from plant_store.bounded_post import post
 from plant_store.config import Config
 from plant_store.stores import Store, StoreUnavailable
 from plant_store.stores.outbox import Delivery
+from plant_store.words import counted
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +47,11 @@ def backoff(first: float, attempts: int) -> float:
     return random.uniform(delay / 2, delay)
 
 
-def request_retry(data_dir: str, delivery_ids: list[str]) -> None:
-    """Ask a running server to resend these dead letters (it looks every few seconds)."""
+def request_retry(data_dir: str, delivery_ids: list[str], wait: float) -> bool:
+    """Ask the server running on ``data_dir`` to resend these dead letters, and wait up to
+    ``wait`` seconds for its worker to take the request (renaming the file away, so taking
+    and withdrawing cannot both succeed). True if taken; if not, the request is withdrawn:
+    a server without ``webhook_secret`` runs no worker, and nothing would send them."""
     path = os.path.join(data_dir, RETRY_FILE)
     wanted = set(delivery_ids)
     try:
@@ -55,6 +61,14 @@ def request_retry(data_dir: str, delivery_ids: list[str]) -> None:
         pass
     with durable.replacing(path) as fh:
         fh.write(orjson.dumps(sorted(wanted)))
+    deadline = time.monotonic() + wait
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return True
+    return False
 
 
 def retry(store: Store, delivery_ids: list[str] | None = None) -> list[str]:
@@ -222,21 +236,40 @@ class WebhookWorker:
                 self._due[delivery_id] = time.monotonic() + delay
 
     def _take_retry_requests(self) -> None:
+        """Take an operator's request by renaming it (see ``request_retry``); a request
+        taken by a server that died before acting on it is acted on now."""
+        taken = self._retry_file + ".taken"
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(self._retry_file, taken)
         try:
-            with open(self._retry_file, "rb") as fh:
+            with open(taken, "rb") as fh:
                 wanted = orjson.loads(fh.read())
         except FileNotFoundError:
             return
         except (OSError, orjson.JSONDecodeError) as exc:
-            log.error("cannot read %s: %s", self._retry_file, exc)
+            log.error("cannot read %s: %s", taken, exc)
             return
         resent = retry(self._store, [str(i) for i in wanted] if isinstance(wanted, list) else [])
-        os.unlink(self._retry_file)
+        os.unlink(taken)
         log.info("dead letters back in the outbox on request: %s", " ".join(resent) or "none")
 
 
 def start(config: Config, store: Store) -> WebhookWorker | None:
-    """A running worker when subscribers are configured."""
-    if not config.webhook_urls:
+    """A running worker when deliveries can be signed (``webhook_secret``): it sends what
+    creates owe to ``webhook_urls``, what the outbox still owes to URLs since removed from
+    them, and dead letters an operator asks for again. Says at start what is owed to URLs
+    no longer configured, and when nothing will send it."""
+    try:
+        owed = store.deliveries()
+    except StoreUnavailable:
+        owed = []
+    stale = collections.Counter(d.url for d in owed if d.url not in config.webhook_urls)
+    for url, count in sorted(stale.items()):
+        log.warning("%s owed to %s, which webhook_urls does not list: %s ('plant-store "
+                    "webhooks list' shows them)",
+                    counted(count, "webhook delivery", "webhook deliveries"), url,
+                    "they are still sent there" if config.webhook_secret
+                    else "nothing sends them until the server runs with webhook_secret")
+    if not config.webhook_secret:
         return None
     return WebhookWorker(store, config).start()

@@ -134,7 +134,7 @@ def test_retry_of_dead_letters_reaches_a_running_server(tmp_path):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         retried = run_cli("webhooks", "retry", "--data-dir", str(data))
-        assert "handed to the running server" in retried.stdout, retried.stderr
+        assert "back in the outbox of the running server" in retried.stdout, retried.stderr
         ((headers, body),) = receiver.wait_for(1, timeout=webhooks.IDLE + 5)
         assert verify(headers, body)
 

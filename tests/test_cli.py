@@ -94,3 +94,55 @@ def test_revoking_the_last_token_is_not_undone_by_a_restart(tmp_path):
         assert status == 401
     assert "only this once" not in "".join(server.stdout)
     assert json.loads((data / "tokens.json").read_text()) == {"tokens": []}
+
+
+def _help(*command):
+    result = run_cli(*command, "--help")
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_each_command_offers_only_the_settings_it_reads():
+    token_add = _help("token", "add")
+    assert "--label LABEL" in token_add and "--data-dir DIR" in token_add
+    assert "--port" not in token_add and "--webhook-urls" not in token_add
+    assert "Issue a token and print it, this once." in token_add  # its description
+    serve = _help("serve")
+    for flag in ("--port PORT", "--store {memory,jsonfile,postgresql}", "--fsync {true,false}",
+                 "--log-format {text,json}", "--data-dir DIR", "--lock-timeout SECONDS"):
+        assert flag in serve
+    assert "[default: 8080; env PLANT_STORE_PORT]" in " ".join(serve.split())
+    assert "--label" not in serve
+    assert "--port" not in _help("plants", "list") and "--store" in _help("plants", "list")
+
+
+def test_help_has_no_restructuredtext_markup_and_every_command_a_description():
+    texts = [_help(), *(_help(*c) for c in (
+        ("serve",), ("check",), ("compact",), ("export",), ("import",), ("plants", "list"),
+        ("plants", "get"), ("token", "add"), ("token", "list"), ("token", "revoke"),
+        ("webhooks", "list"), ("webhooks", "retry"), ("db", "migrate"), ("db", "check")))]
+    for text in texts:
+        assert "``" not in text and ":data:" not in text
+        assert len([line for line in text.splitlines() if line and not line.startswith(
+            (" ", "usage:", "options:", "settings", "positional"))]) >= 1
+
+
+def test_plants_list_and_get_show_ids_beside_a_running_server(tmp_path):
+    data = tmp_path / "data"
+    with Server(data) as server:
+        for plant in ({"id": 7, "name": "Fern"}, {"id": -2, "name": "tab\there", "tag": "t"}):
+            assert server.request("POST", "/plants", plant, token=server.first_token)[0] == 200
+        listed = run_cli("plants", "list", "--data-dir", str(data))
+        got = run_cli("plants", "get", "-2", "--data-dir", str(data))
+        missing = run_cli("plants", "get", "8", "--data-dir", str(data))
+        bad = run_cli("plants", "get", "x", "--data-dir", str(data))
+        first = run_cli("plants", "list", "--limit", "1", "--data-dir", str(data))
+    assert listed.stdout == "7\tFern\t\n-2\ttab\\x09here\tt\n"
+    assert json.loads(got.stdout) == {"id": -2, "name": "tab\there", "tag": "t"}
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert "no plant with id 8" in missing.stderr
+    assert bad.returncode == 2 and "must be an integer" in bad.stderr
+    assert first.stdout == "7\tFern\t\n"
+    memory = run_cli("plants", "list", "--store", "memory", "--data-dir", str(data))
+    assert memory.returncode == 2 and "inside its server's process" in memory.stderr
+

@@ -62,6 +62,7 @@ def test_read_only_or_missing_data_directory_at_start_is_one_line(tmp_path):
             assert result.returncode == 2
             assert result.stderr.splitlines() == [result.stderr.strip()]
             assert expected in result.stderr and "Read-only file system" in result.stderr
+            assert f"setting data_dir='{data_dir}' (from flag --data-dir): " in result.stderr
 
 
 def test_second_server_refuses_until_the_first_is_killed(tmp_path):

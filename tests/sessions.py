@@ -1,0 +1,183 @@
+"""README.rst's shell sessions, parsed and run in order in one bash, as a reader would.
+
+What a session is: a literal block whose first line starts with ``$ ``. Each ``$ `` line
+(with its ``\\``-continued lines) is a command; the lines after it, up to the next ``$ ``,
+are what it prints, stdout and stderr together. In the expected output a line ``...``
+stands for any number of lines and ``...`` inside a line for any text. A literal block
+after a paragraph saying "Save this as ``NAME``" is written to NAME before the sessions
+after it run.
+
+Only what must vary is normalized, on both sides: the ports (the README's 8080, 8081,
+8082 and 9000 become free ports), the clone's directory (``/srv/plant-store`` in the
+README), tokens, delivery ids, times and PIDs.
+"""
+
+import contextlib
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+
+README_PORTS = (8080, 8081, 8082, 9000)
+README_CLONE = "/srv/plant-store"
+NORMALIZE = (
+    (re.compile(r"\b[A-Za-z0-9_-]{43}\b"), "<token>"),  # secrets.token_urlsafe(32)
+    (re.compile(r"\b[0-9a-f]{32}\b"), "<id>"),  # delivery ids
+    (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:\d\d)?"),
+     "<time>"),
+    (re.compile(r"\bPID \d+"), "PID <n>"),
+)
+
+
+@dataclass
+class Step:
+    line: int  # in README.rst
+    command: str
+    expected: list[str]
+
+
+@dataclass
+class Block:
+    line: int
+    intro: str  # the paragraph before the block
+    text: str
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def save_as(self) -> str | None:
+        match = re.search(r"[Ss]ave (?:this|it) as ``([^`]+)``", self.intro)
+        return match.group(1) if match else None
+
+
+def literal_blocks(text: str) -> list[Block]:
+    """Every ``::`` literal block, dedented, with the paragraph that introduces it."""
+    lines = text.splitlines()
+    blocks, paragraph = [], []
+    n = 0
+    while n < len(lines):
+        line = lines[n]
+        paragraph = [] if not line.strip() else [*paragraph, line.strip()]
+        if not line.rstrip().endswith("::") or line.lstrip().startswith(".. "):
+            n += 1
+            continue
+        base = len(line) - len(line.lstrip())
+        start = n + 1
+        while start < len(lines) and not lines[start].strip():
+            start += 1
+        end = start
+        while end < len(lines) and (not lines[end].strip()
+                                    or len(lines[end]) - len(lines[end].lstrip()) > base):
+            end += 1
+        body = lines[start:end]
+        while body and not body[-1].strip():
+            body.pop()
+        indent = min((len(b) - len(b.lstrip()) for b in body if b.strip()), default=0)
+        block = Block(start + 1, " ".join(paragraph), "\n".join(b[indent:] for b in body))
+        if block.text.startswith("$ "):
+            block.steps = _steps(block)
+        blocks.append(block)
+        paragraph, n = [], end
+    return blocks
+
+
+def _steps(block: Block) -> list[Step]:
+    steps: list[Step] = []
+    lines = block.text.splitlines()
+    n = 0
+    while n < len(lines):
+        first = n
+        command = [lines[n][2:]]
+        while command[-1].endswith("\\"):
+            n += 1
+            command.append(lines[n])
+        n += 1
+        expected = []
+        while n < len(lines) and not lines[n].startswith("$ "):
+            expected.append(lines[n])
+            n += 1
+        steps.append(Step(block.line + first, "\n".join(command), expected))
+    return steps
+
+
+def normalize(text: str, ports: dict[int, int], clone: str) -> str:
+    """The actual output's varying parts in the README's words."""
+    text = text.replace(clone, README_CLONE)
+    for readme, real in ports.items():
+        text = re.sub(rf"\b{real}\b", str(readme), text)
+    for pattern, replacement in NORMALIZE:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def matches(expected: list[str], actual: str) -> bool:
+    pattern = ""
+    for line in expected:
+        line = line.rstrip()
+        if line == "...":
+            pattern += r"(?:[^\n]*\n)*?"
+        else:
+            for part_pattern, replacement in NORMALIZE:
+                line = part_pattern.sub(replacement, line)
+            pattern += r"[^\n]*".join(map(re.escape, line.split("..."))) + r"\n"
+    return re.fullmatch(pattern, actual) is not None
+
+
+class Shell:
+    """One bash for every session, in its own process group so that the servers it starts
+    in the background end with it."""
+
+    def __init__(self, cwd: str, env: dict[str, str]) -> None:
+        self.cwd = cwd
+        self._proc = subprocess.Popen(
+            ["bash", "--norc", "--noprofile"], cwd=cwd, env=env, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        self._buffer = b""
+
+    def run(self, command: str, timeout: float = 60) -> tuple[str, int]:
+        marker = f"__done_{uuid.uuid4().hex}__"
+        script = f"{command}\nprintf '\\n{marker} %d\\n' $?\n"
+        self._proc.stdin.write(script.encode())
+        self._proc.stdin.flush()
+        deadline = time.monotonic() + timeout
+        while (match := re.search(rb"\n?" + marker.encode() + rb" (\d+)\n", self._buffer)) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no end of {command!r} within {timeout} s; so far: "
+                                   f"{self._buffer.decode(errors='replace')}")
+            ready, _, _ = select.select([self._proc.stdout], [], [], left)
+            if ready:
+                chunk = os.read(self._proc.stdout.fileno(), 65536)
+                if not chunk:
+                    raise EOFError(f"bash ended during {command!r}")
+                self._buffer += chunk
+        output = self._buffer[:match.start()].decode(errors="replace")
+        self._buffer = self._buffer[match.end():]
+        return output, int(match.group(1))
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGTERM)
+        try:
+            self._proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+        self._proc.stdin.close()
+        self._proc.stdout.close()
+
+
+def wait_for_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listens on port {port} after {timeout} s") from None
+            time.sleep(0.05)

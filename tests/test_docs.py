@@ -1,0 +1,27 @@
+"""The repository carries its own interface: README.rst's links resolve inside the clone,
+and nothing points outside it (the spec it was built from lives in docs/)."""
+
+import pathlib
+import re
+import subprocess
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_readme_links_to_the_interface_in_the_repository():
+    readme = (ROOT / "README.rst").read_text()
+    links = re.findall(r"<(docs/[^>]+)>`_", readme)
+    assert {"docs/seed-plant-store.md", "docs/CONTRACT.md"} <= set(links)
+    for link in links:
+        assert (ROOT / link).is_file(), link
+    assert "## POST /plants" in (ROOT / "docs/CONTRACT.md").read_text()
+
+
+def test_no_tracked_file_points_outside_the_clone():
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert tracked, "not a git clone"
+    outside = [name for name in tracked if not name.endswith(".png")
+               and "../shared" in (ROOT / name).read_text(errors="replace")
+               and name != "tests/test_docs.py"]
+    assert outside == []

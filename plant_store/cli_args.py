@@ -93,13 +93,15 @@ def parser() -> argparse.ArgumentParser:
              ("data_dir", "fsync"))
 
     export = _command(commands, "export", "write every plant as JSON Lines, one NewPlant a "
-                                          "line, in creation order (server stopped)", STORE)
+                                          "line, in creation order (a JSON-file store's server "
+                                          "stopped)", STORE)
     export.add_argument("--output", metavar="FILE", default="-",
                         help="file to write, replaced only once whole [default: standard "
                              "output]")
     load = _command(commands, "import", "create the plants of a JSON Lines file in its "
-                                        "order, skipping those already there (server "
-                                        "stopped); run it again to resume",
+                                        "order, skipping those already there (a "
+                                        "JSON-file store's server stopped); run it again "
+                                        "to resume",
                     (*STORE, "fsync"))
     load.add_argument("--input", metavar="FILE", default="-",
                       help="file to read [default: standard input]")

@@ -54,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
              "plants already there are skipped, so running it again resumes it")
     load.add_argument("--input", metavar="FILE", default="-",
                       help="file to read; default: standard input")
-    hooks = commands.add_parser("webhooks", help="see the outbox, resend dead letters")
+    hooks = commands.add_parser("webhooks",
+                                help="see the outbox, resend dead letters, make a secret")
     hook_commands = hooks.add_subparsers(dest="webhooks_command", required=True,
                                          metavar="ACTION")
     hook_commands.add_parser("list", parents=[settings],
@@ -63,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
         "retry", parents=[settings],
         help="put dead letters back in the outbox (all, or the ids given) to be sent again")
     resend.add_argument("ids", nargs="*", metavar="ID", help="delivery ids; none means all")
+    hook_commands.add_parser("secret", help="print a new whsec_ secret for webhook_secret")
     token = commands.add_parser("token", help="issue, list and revoke bearer tokens")
     token_commands = token.add_subparsers(dest="token_command", required=True, metavar="ACTION")
     add = token_commands.add_parser("add", parents=[settings], help="issue a token, print it once")
@@ -75,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "webhooks" and args.webhooks_command == "secret":
+        print(webhooks.new_secret())  # no settings read: the one set may be what it replaces
+        return 0
     flags = {s.name: getattr(args, s.name) for s in config.SETTINGS}
     try:
         cfg = config.load(args.config or os.environ.get("PLANT_STORE_CONFIG"), os.environ, flags)

@@ -21,6 +21,9 @@ FIRST_TOKEN_LABEL = "initial"
 
 def main(argv: list[str] | None = None) -> int:
     args = cli_args.parser().parse_args(argv)
+    if args.command == "webhooks" and args.webhooks_command == "secret":
+        print(webhooks.new_secret())  # no settings read: the one set may be what it replaces
+        return 0
     flags = {s.name: getattr(args, s.name, None) for s in config.SETTINGS}
     try:
         cfg = config.load(args.config or os.environ.get("PLANT_STORE_CONFIG"), os.environ, flags)

@@ -78,13 +78,16 @@ def parser() -> argparse.ArgumentParser:
                       TOKENS)
     revoke.add_argument("label", metavar="LABEL", help="the label given to 'token add'")
 
-    hooks = _group(commands, "webhooks", "see the webhook outbox, send dead letters again",
+    hooks = _group(commands, "webhooks", "see the webhook outbox, send dead letters again, "
+                                         "make a secret",
                    "webhooks_command")
     _command(hooks, "list", "show deliveries still owed and dead letters; changes nothing "
                             "(JSON-file store)", ("data_dir",))
     resend = _command(hooks, "retry", "put dead letters back in the outbox to be sent again "
                                       "(JSON-file store)", ("data_dir", "fsync"))
     resend.add_argument("ids", nargs="*", metavar="ID", help="delivery ids; none means all")
+    _command(hooks, "secret", "print a new whsec_ secret for webhook_secret; reads no settings",
+             None)
 
     _command(commands, "check", "read the JSON-file store and report its state; changes "
                                 "nothing, works beside a running server", ("data_dir",))

@@ -5,6 +5,8 @@ The INI file, the ``PLANT_STORE_<NAME>`` environment variables, the command-line
 Precedence, lowest first: defaults, INI file, environment, flags.
 """
 
+import base64
+import binascii
 import configparser
 import os
 from collections.abc import Callable, Mapping
@@ -89,6 +91,22 @@ def _header_list(text: str) -> str:
     if unknown:
         raise ValueError(f"unknown header {unknown[0]}; choose from {' '.join(PROXY_HEADERS)}")
     return " ".join(names)
+
+
+def _webhook_secret(text: str) -> str:
+    """A Standard Webhooks secret: whsec_ and the base64 (padded or not) of 24 to 64 bytes.
+    Checked strictly here: standardwebhooks decodes leniently, skipping stray characters,
+    so a mistyped secret would sign with a key no subscriber has."""
+    secret = text.strip()
+    encoded = secret.removeprefix("whsec_")
+    try:
+        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except binascii.Error:
+        key = b""
+    if secret and (encoded == secret or not 24 <= len(key) <= 64):
+        raise ValueError("must be whsec_ and the base64 of 24 to 64 random bytes (a Standard "
+                         "Webhooks secret); make one with 'plant-store webhooks secret'")
+    return secret
 
 
 def _prefix(text: str) -> str:
@@ -191,9 +209,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("webhook_urls", _urls, "",
             "Subscriber URLs, space-separated, each sent every new plant's NewPlant JSON. "
             "Empty: no webhook.", unit="URLS"),
-    Setting("webhook_secret", str, "",
-            "Shared secret of the X-Plant-Store-Signature HMAC; required with webhook_urls.",
-            unit="SECRET"),
+    Setting("webhook_secret", _webhook_secret, "",
+            "Key of the deliveries' webhook-signature (Standard Webhooks HMAC-SHA256), shared "
+            "with the subscribers: whsec_ and base64; 'plant-store webhooks secret' makes one. "
+            "Required with webhook_urls. Never printed or logged.", unit="SECRET"),
     Setting("webhook_max_attempts", _int_in(1, 1000), "10",
             "Attempts per delivery before it is kept as a dead letter.", unit="N"),
     Setting("webhook_backoff", _float_in(0.001, 3600), "1",
@@ -277,8 +296,9 @@ def _parse(setting: Setting, text: str, source: str) -> Any:
     try:
         return setting.parse(text)
     except ValueError as exc:
+        value = "" if setting.name in SECRETS else f"={text!r}"  # a secret is never shown
         where = f" (from {source})" if source else ""
-        raise ConfigError(f"setting {setting.name}={text!r}{where}: {exc}") from None
+        raise ConfigError(f"setting {setting.name}{value}{where}: {exc}") from None
 
 
 def load(

@@ -1,25 +1,28 @@
 """The new-plant webhook: a worker that sends what the store's outbox owes.
 
 Deliveries leave the client's request path entirely: a create only writes them into the
-outbox (in the same record as the plant); this worker POSTs each one, signed, each within
-``webhook_timeout`` in all, and records the outcome in the store. Failures are retried with
-exponential back-off and jitter; after ``webhook_max_attempts`` a delivery is kept as a dead
-letter until an operator retries it. Delivery is at least once: a crash between a send and
-its record sends it again, and receivers dedupe on the delivery id.
+outbox (in the same record as the plant); this worker POSTs each one, signed the Standard
+Webhooks way (standardwebhooks.com), each within ``webhook_timeout`` in all, and records
+the outcome in the store. Failures are retried with exponential back-off and jitter; after
+``webhook_max_attempts`` a delivery is kept as a dead letter until an operator retries it.
+Delivery is at least once: a crash between a send and its record sends it again, and
+receivers dedupe on the delivery id (``webhook-id``).
 """
 
+import base64
 import collections
 import contextlib
-import hashlib
-import hmac
 import logging
 import os
 import random
+import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 
 import orjson
+from standardwebhooks import Webhook
 
 from plant_store import __version__, durable
 from plant_store.bounded_post import post
@@ -30,15 +33,25 @@ from plant_store.words import counted
 
 log = logging.getLogger(__name__)
 
-SIGNATURE_HEADER = "X-Plant-Store-Signature"
-DELIVERY_HEADER = "X-Plant-Store-Delivery"
+SECRET_PREFIX = "whsec_"
+SECRET_BYTES = 32  # the spec asks for 24 to 64 random bytes
 RETRY_FILE = "webhooks-retry.json"  # dead letters an operator asked to resend
 MAX_BACKOFF = 3600.0
 IDLE = 5.0  # seconds between looks at the retry file when nothing is due
 
 
-def sign(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def new_secret() -> str:
+    """A fresh ``whsec_`` secret for ``webhook_secret`` and the subscribers."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
+
+
+def signed(signer: Webhook, delivery_id: str, body: bytes, timestamp: int) -> dict[str, str]:
+    """The Standard Webhooks headers of one attempt: the delivery's id (the same on every
+    retry), the attempt's time, and their HMAC with the body, so that a receiver can refuse
+    a captured request replayed later or altered. ``body`` is orjson's, always UTF-8."""
+    when = datetime.fromtimestamp(timestamp, timezone.utc)  # sign() assumes UTC
+    return {"webhook-id": delivery_id, "webhook-timestamp": str(timestamp),
+            "webhook-signature": signer.sign(delivery_id, when, body.decode())}
 
 
 def backoff(first: float, attempts: int) -> float:
@@ -98,7 +111,7 @@ class WebhookWorker:
 
     def __init__(self, store: Store, config: Config) -> None:
         self._store = store
-        self._secret = config.webhook_secret
+        self._signer = Webhook(config.webhook_secret)  # config.py has validated it
         self._max_attempts = config.webhook_max_attempts
         self._backoff = config.webhook_backoff
         self._timeout = config.webhook_timeout
@@ -205,9 +218,8 @@ class WebhookWorker:
             return  # another instance is sending it (a store several processes share)
         headers = {
             "Content-Type": "application/json",
-            SIGNATURE_HEADER: sign(self._secret, delivery.body),
-            DELIVERY_HEADER: delivery.id,
             "User-Agent": f"plant-store/{__version__}",
+            **signed(self._signer, delivery.id, delivery.body, int(time.time())),
         }
         error = post(delivery.url, delivery.body, headers, self._timeout)
         attempts = delivery.attempts + 1

@@ -146,3 +146,22 @@ def test_plants_list_and_get_show_ids_beside_a_running_server(tmp_path):
     memory = run_cli("plants", "list", "--store", "memory", "--data-dir", str(data))
     assert memory.returncode == 2 and "inside its server's process" in memory.stderr
 
+
+def test_webhooks_secret_makes_a_secret_that_serve_takes(tmp_path):
+    # It reads no settings: the one it replaces may be refused by now.
+    made = run("webhooks", "secret", env={"PLANT_STORE_WEBHOOK_SECRET": "old-style"})
+    assert made.returncode == 0, made.stderr
+    secret = made.stdout.strip()
+    assert secret.startswith("whsec_") and run("webhooks", "secret").stdout.strip() != secret
+    with Server(tmp_path / "data", "--webhook-urls", "http://127.0.0.1:9/hook",
+                "--webhook-secret", secret) as server:
+        assert server.request("GET", "/health")[0] == 200
+
+
+def test_a_bad_webhook_secret_is_one_line_that_does_not_show_it(tmp_path):
+    secret = "change-me-please-a-long-shared-secret"
+    result = run("serve", "--data-dir", str(tmp_path), "--webhook-urls", "http://127.0.0.1:9/",
+                 env={"PLANT_STORE_WEBHOOK_SECRET": secret})
+    line = one_error_line(result)
+    assert "webhook_secret (from environment PLANT_STORE_WEBHOOK_SECRET)" in line
+    assert "plant-store webhooks secret" in line and secret not in result.stdout + line

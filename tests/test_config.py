@@ -1,5 +1,6 @@
 """Settings: one table, three sources, flags win; bad values are refused with their source."""
 
+import base64
 import configparser
 import pathlib
 
@@ -82,3 +83,36 @@ def test_a_value_that_is_not_a_number_names_the_setting_and_its_source(flag, val
 def test_a_default_page_larger_than_the_largest_page_is_refused():
     with pytest.raises(ConfigError, match="page_size=2000 is above max_page_size=1000"):
         load(None, {}, {"page_size": "2000"})
+
+
+VECTOR_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the spec's example: 24 bytes
+
+
+@pytest.mark.parametrize("secret", [
+    VECTOR_SECRET,
+    "whsec_" + base64.b64encode(bytes(range(32))).decode(),  # padded
+    "whsec_" + base64.b64encode(bytes(range(32))).decode().rstrip("="),  # or not
+    "whsec_" + base64.b64encode(bytes(range(64))).decode(),
+])
+def test_a_whsec_webhook_secret_is_taken(secret):
+    assert load(None, {"PLANT_STORE_WEBHOOK_SECRET": f" {secret} "}).webhook_secret == secret
+
+
+@pytest.mark.parametrize("secret", [
+    "change-me-please-a-long-shared-secret",  # not whsec_: the old kind of secret
+    "whsec_",
+    "whsec_" + base64.b64encode(bytes(23)).decode(),  # too short
+    "whsec_" + base64.b64encode(bytes(65)).decode(),  # too long
+    "whsec_" + base64.urlsafe_b64encode(b"\xfb\xff" * 16).decode(),  # not standard base64
+    VECTOR_SECRET + "!",  # standardwebhooks would skip the "!" and sign anyway
+])
+def test_a_webhook_secret_that_is_not_whsec_is_refused_and_never_shown(secret):
+    with pytest.raises(ConfigError) as refused:
+        load(None, {}, {"webhook_secret": secret})
+    assert str(refused.value) == (
+        "setting webhook_secret (from flag --webhook-secret): must be whsec_ and the base64 of "
+        "24 to 64 random bytes (a Standard Webhooks secret); make one with 'plant-store "
+        "webhooks secret'")
+    with pytest.raises(ConfigError) as refused:
+        Config(webhook_secret=secret)
+    assert str(refused.value).startswith("setting webhook_secret: must be whsec_")

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from plant_store.tokens import TokenFile
-from receiver import Receiver, Stalling
+from receiver import SECRET, Receiver, Stalling, verified
 from serverproc import Server, free_port, http_request
 from test_nginx import NGINX, Nginx
 
@@ -214,13 +214,13 @@ def test_gunicorn_workers_share_one_data_set(tmp_path, shared, preload):
 
 
 def delivery_ids(receiver):
-    return [headers["X-Plant-Store-Delivery"] for headers, _ in receiver.delivered()]
+    return [headers["webhook-id"] for headers, _ in receiver.delivered()]
 
 
 def test_three_instances_send_each_delivery_once(tmp_path, shared):
     _, _, token = shared
     with Receiver() as receiver:
-        hooks = ("--webhook-urls", receiver.url, "--webhook-secret", "s")
+        hooks = ("--webhook-urls", receiver.url, "--webhook-secret", SECRET)
         servers = [instance(tmp_path, shared, f"i{n}", *hooks) for n in range(3)]
         try:
             for i in range(30):
@@ -233,6 +233,7 @@ def test_three_instances_send_each_delivery_once(tmp_path, shared):
             assert len(sent) == len(set(sent)) == 30
             assert sorted(json.loads(body)["id"] for _, body in receiver.delivered()) == list(
                 range(30))
+            assert all(verified(headers, body) for headers, body in receiver.delivered())
         finally:
             for server in servers:
                 server.stop()
@@ -242,7 +243,7 @@ def test_a_delivery_whose_instance_dies_mid_send_is_taken_over(tmp_path, shared)
     _, _, token = shared
     with Stalling() as stalling:
         first = instance(tmp_path, shared, "i0", "--webhook-urls", stalling.url,
-                         "--webhook-secret", "s", "--webhook-timeout", "1")
+                         "--webhook-secret", SECRET, "--webhook-timeout", "1")
         assert first.request("POST", "/plants", {"id": 1, "name": "a"}, token)[0] == 200
         deadline = time.monotonic() + 10
         while stalling.arrivals == 0:  # the first instance holds the delivery's claim
@@ -255,9 +256,9 @@ def test_a_delivery_whose_instance_dies_mid_send_is_taken_over(tmp_path, shared)
     # once the dead one's lease has run out, takes the delivery over.
     with Receiver(port=port) as receiver:
         second = instance(tmp_path, shared, "i1", "--webhook-urls", receiver.url,
-                          "--webhook-secret", "s", "--webhook-timeout", "1")
+                          "--webhook-secret", SECRET, "--webhook-timeout", "1")
         try:
-            [(_, body)] = receiver.wait_for(1, timeout=20)
-            assert json.loads(body) == {"id": 1, "name": "a"}
+            [(headers, body)] = receiver.wait_for(1, timeout=20)
+            assert json.loads(body) == {"id": 1, "name": "a"} and verified(headers, body)
         finally:
             second.stop()

@@ -24,7 +24,7 @@ from plant_store.request_id import RequestId
 from plant_store.stores import JsonFileStore, Plant, open_store
 from plant_store.stores.lock import StoreLocked
 from plant_store.tokens import TokenFile
-from receiver import Receiver
+from receiver import SECRET, Receiver, verified
 from serverproc import free_port, http_request
 
 BIN = os.path.dirname(sys.executable)
@@ -192,11 +192,11 @@ def test_uwsgi_workers_never_share_the_store(tmp_path, mode):
 
 def test_gunicorn_preload_delivers_webhooks_from_the_worker(tmp_path):
     with Receiver() as receiver, gunicorn(tmp_path, "--preload", "-w", "1", env={
-        "PLANT_STORE_WEBHOOK_URLS": receiver.url, "PLANT_STORE_WEBHOOK_SECRET": "s",
+        "PLANT_STORE_WEBHOOK_URLS": receiver.url, "PLANT_STORE_WEBHOOK_SECRET": SECRET,
     }) as server:
         assert server.request("POST", "/plants", {"id": 7, "name": "Fern"})[0] == 200
-        [(_, body)] = receiver.wait_for(1, timeout=10)
-        assert json.loads(body) == {"id": 7, "name": "Fern"}
+        [(headers, body)] = receiver.wait_for(1, timeout=10)
+        assert json.loads(body) == {"id": 7, "name": "Fern"} and verified(headers, body)
 
 
 def _listed(server):

@@ -9,10 +9,8 @@ import time
 from plant_store import webhooks
 from plant_store.config import Config
 from plant_store.stores import MemoryStore, Plant
-from receiver import Receiver, Stalling
+from receiver import SECRET, Receiver, Stalling, verified
 from serverproc import Server
-
-SECRET = "s3cret"
 
 
 def worker_for(store, *urls, timeout):
@@ -87,8 +85,9 @@ def test_one_delivery_in_flight_per_url_and_none_sent_twice():
         finally:
             worker.stop()
     for receiver, delivered in zip((first, second), got, strict=True):
-        ids = [headers["X-Plant-Store-Delivery"] for headers, _ in receiver.delivered()]
+        ids = [headers["webhook-id"] for headers, _ in receiver.delivered()]
         assert len(ids) == len(set(ids)) == 30
+        assert all(verified(headers, body) for headers, body in delivered)
         assert [json.loads(body)["id"] for _, body in delivered] == list(range(30))  # in order
         assert receiver.most_at_once == 1
     assert store.deliveries() == []

@@ -1,6 +1,9 @@
-"""The new-plant webhook: signed deliveries from a durable outbox, retried with back-off,
-dead letters, restart and kill -9 survival, and a clean stop; against a real receiver."""
+"""The new-plant webhook: deliveries signed the Standard Webhooks way (checked with the
+official standardwebhooks library, as a receiver would) from a durable outbox, retried
+with back-off, dead letters, restart and kill -9 survival, and a clean stop; against a
+real receiver."""
 
+import base64
 import hashlib
 import hmac
 import json
@@ -9,15 +12,14 @@ import time
 from urllib.parse import urlsplit
 
 import pytest
+from standardwebhooks import Webhook, WebhookVerificationError
 
 from conftest import FaultyStore
 from plant_store import webhooks
 from plant_store.config import Config
 from plant_store.stores import JsonFileStore, MemoryStore, Plant, StoreUnavailable
-from receiver import Receiver
+from receiver import SECRET, Receiver, verified
 from serverproc import Server, free_port, run_cli
-
-SECRET = "s3cret \u00e9"
 
 
 def settings(receiver_url, **overrides):
@@ -25,21 +27,35 @@ def settings(receiver_url, **overrides):
                   webhook_backoff=0.05, webhook_timeout=2, **overrides)
 
 
-def serve_flags(*urls, attempts=10):
+def serve_flags(*urls, attempts=10, backoff=0.05):
     return ["--webhook-urls", " ".join(urls), "--webhook-secret", SECRET,
-            "--webhook-backoff", "0.05", "--webhook-max-attempts", str(attempts),
+            "--webhook-backoff", str(backoff), "--webhook-max-attempts", str(attempts),
             "--webhook-timeout", "2"]
 
 
-def verify(headers, body):
-    """What a receiver does: the HMAC of the raw body, compared in constant time."""
-    expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(headers["X-Plant-Store-Signature"], expected)
+def test_the_signature_is_the_specifications():
+    """The spec's own formula, by hand (HMAC-SHA256 of "{id}.{timestamp}.{body}" keyed
+    with the base64 after whsec_), and the published Standard Webhooks test vector."""
+    body = '{"id":1,"name":"Fern \U0001f331"}'.encode()
+    key = base64.b64decode(SECRET.removeprefix("whsec_"))
+    mac = hmac.new(key, b"d1.1700000000." + body, hashlib.sha256).digest()
+    assert webhooks.signed(Webhook(SECRET), "d1", body, 1700000000) == {
+        "webhook-id": "d1", "webhook-timestamp": "1700000000",
+        "webhook-signature": "v1," + base64.b64encode(mac).decode()}
+    vector = webhooks.signed(Webhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+                             "msg_p5jXN8AQM9LWM0D4loKWxJek", b'{"test": 2432232314}', 1614265330)
+    assert vector["webhook-signature"] == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 
 
-def test_signature_and_backoff():
-    assert webhooks.sign("key", b"body") == (
-        "sha256=" + hmac.new(b"key", b"body", hashlib.sha256).hexdigest())
+def test_a_new_secret_is_a_fresh_whsec_secret():
+    made = {webhooks.new_secret() for _ in range(20)}
+    assert len(made) == 20
+    for secret in made:
+        assert Config(webhook_secret=secret).webhook_secret == secret
+        assert len(base64.b64decode(secret.removeprefix("whsec_"), validate=True)) == 32
+
+
+def test_backoff():
     for attempts, ceiling in ((1, 1.0), (2, 2.0), (5, 16.0), (40, webhooks.MAX_BACKOFF)):
         delays = [webhooks.backoff(1.0, attempts) for _ in range(200)]
         assert all(ceiling / 2 <= d <= ceiling for d in delays)
@@ -62,14 +78,52 @@ def test_retries_until_the_receiver_accepts_then_settles(tmp_path):
             worker.stop()
             store.close()
     assert [status for _, _, status in receiver.requests] == [500, 503, 200]
-    ids = {headers["X-Plant-Store-Delivery"] for headers, _, _ in receiver.requests}
+    ids = {headers["webhook-id"] for headers, _, _ in receiver.requests}
     assert len(ids) == 1  # the same delivery id on every try: receivers dedupe on it
     for headers, body, _ in receiver.requests:
         assert headers["Content-Type"] == "application/json"
-        assert verify(headers, body)
+        assert verified(headers, body)
         assert json.loads(body) == {"id": 7, "name": "Fern \U0001f331", "tag": "green"}
     with JsonFileStore(str(tmp_path)) as store:
         assert store.deliveries() == [] and store.deliveries(dead=True) == []
+
+
+def test_each_attempt_is_signed_and_an_altered_or_old_delivery_is_refused(tmp_path):
+    """A real server's delivery, failed once then retried, checked as a receiver would: the
+    retry keeps the delivery's webhook-id with its own timestamp and signature."""
+    # The first retry waits 1 to 2 s, so it is signed in a later second.
+    with (Receiver(answers=[500]) as receiver,
+          Server(tmp_path / "data", *serve_flags(receiver.url, backoff=2)) as server):
+        before = int(time.time())
+        status, _, _ = server.request("POST", "/plants", {"id": 4, "name": "Fern"},
+                                      token=server.first_token)
+        assert status == 200
+        receiver.wait_for(1, timeout=10)
+        after = time.time()
+    (first, _, failed), (retry, body, answered) = receiver.requests
+    assert (failed, answered) == (500, 200)
+    assert json.loads(body) == {"id": 4, "name": "Fern"}
+    assert retry["Content-Type"] == "application/json"
+    assert retry["webhook-id"] == first["webhook-id"]
+    assert before <= int(first["webhook-timestamp"]) < int(retry["webhook-timestamp"]) <= after
+    assert retry["webhook-signature"] != first["webhook-signature"]
+    assert verified(first, body) and verified(retry, body)
+
+    assert not verified(retry, body.replace(b"Fern", b"Fake"))
+    assert not verified({**retry, "webhook-id": "another"}, body)
+    moved = str(int(retry["webhook-timestamp"]) + 1)
+    assert not verified({**retry, "webhook-timestamp": moved}, body)
+    assert not verified(retry, body, secret=webhooks.new_secret())
+    assert not verified({**retry, "webhook-signature": "garbage"}, body)
+
+    # The same delivery as the server signed it more than the verifier's 5 minutes ago,
+    # replayed now: refused for its age alone (signed now, it passes).
+    signer = Webhook(SECRET)
+    delivery_id = retry["webhook-id"]
+    replayed = webhooks.signed(signer, delivery_id, body, int(time.time()) - 5 * 60 - 1)
+    with pytest.raises(WebhookVerificationError, match="too old"):
+        Webhook(SECRET).verify(body, replayed)
+    assert verified(webhooks.signed(signer, delivery_id, body, int(time.time())), body)
 
 
 def test_a_replay_owes_nothing_and_each_subscriber_gets_its_own_delivery():
@@ -119,7 +173,7 @@ def test_dead_letters_are_listed_and_retried_by_the_command(tmp_path):
     port = urlsplit(url).port  # the same subscriber, now answering
     with Receiver(port=port) as receiver, Server(data, *serve_flags(receiver.url)):
         ((headers, body),) = receiver.wait_for(1)
-    assert headers["X-Plant-Store-Delivery"] == delivery_id and verify(headers, body)
+    assert headers["webhook-id"] == delivery_id and verified(headers, body)
     assert run_cli("webhooks", "list", "--data-dir", str(data)).stdout == ""
 
 
@@ -136,7 +190,7 @@ def test_retry_of_dead_letters_reaches_a_running_server(tmp_path):
         retried = run_cli("webhooks", "retry", "--data-dir", str(data))
         assert "back in the outbox of the running server" in retried.stdout, retried.stderr
         ((headers, body),) = receiver.wait_for(1, timeout=webhooks.IDLE + 5)
-        assert verify(headers, body)
+        assert verified(headers, body)
 
 
 def test_deliveries_survive_kill_9_and_never_slow_the_create(tmp_path):
@@ -158,7 +212,7 @@ def test_deliveries_survive_kill_9_and_never_slow_the_create(tmp_path):
         time.sleep(0.2)
     plant_ids = sorted(json.loads(body)["id"] for _, body in got)
     assert plant_ids == list(range(20))  # each at least once: after kill -9, maybe twice
-    assert all(verify(headers, body) for headers, body in got)
+    assert all(verified(headers, body) for headers, body in got)
 
 
 def test_the_worker_stops_cleanly_with_a_delivery_in_flight(tmp_path):

@@ -19,6 +19,7 @@ from plant_store.config import Config
 from plant_store.lazy_app import LazyApp
 from plant_store.stores import JsonFileStore
 from plant_store.tokens import TokenFile
+from receiver import SECRET
 
 
 def test_wsgi_module_builds_the_app_from_the_environment(tmp_path):
@@ -50,7 +51,8 @@ def test_importing_reads_the_settings_but_opens_nothing(tmp_path):
         print(sorted(thread.name for thread in threading.enumerate()))
     """) % str(tmp_path)
     env = {**os.environ, "PLANT_STORE_DATA_DIR": str(tmp_path),
-           "PLANT_STORE_WEBHOOK_URLS": "http://127.0.0.1:9/", "PLANT_STORE_WEBHOOK_SECRET": "s"}
+           "PLANT_STORE_WEBHOOK_URLS": "http://127.0.0.1:9/",
+           "PLANT_STORE_WEBHOOK_SECRET": SECRET}
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                             text=True, timeout=30)
     assert result.stdout.strip() == "['MainThread']", result.stderr

@@ -7,7 +7,8 @@ does per request), and written by one background thread every ``FLUSH_INTERVAL``
 rather than one write per request: a write lets go of the GIL, and getting it back among
 busy worker threads costs more than the request itself. As with nginx's ``access_log
 buffer= flush=``, a ``kill -9`` loses at most the last interval's lines; a normal exit
-writes them all. Probes (``quiet_paths``) are logged only at ``log_level = debug``.
+writes them all. Probes (``quiet_paths``, and paths under ``quiet_prefixes``) are logged
+only at ``log_level = debug``.
 
 In the text format every field a client chose (path, method, address, request id) has its
 control characters escaped as ``\\xNN``, so a request cannot forge or split a line.
@@ -34,7 +35,7 @@ FLUSH_INTERVAL = 0.05  # seconds; a small batch holds the GIL briefly, which kee
 class AccessLog:
     def __init__(
         self, stream: TextIO | None, log_level: str, quiet_paths: frozenset[str],
-        log_format: str = "text",
+        quiet_prefixes: tuple[str, ...] = (), log_format: str = "text",
     ) -> None:
         self._json = log_format == "json"
         self._ids = RequestId()
@@ -47,6 +48,7 @@ class AccessLog:
         self._info = rank <= LOG_LEVELS.index("info")
         self._debug = rank == 0
         self._quiet = quiet_paths
+        self._quiet_prefixes = quiet_prefixes
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.request_id = self._ids.assign(req, resp)
@@ -55,7 +57,7 @@ class AccessLog:
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, succeeded: bool
     ) -> None:
-        if req.path in self._quiet:
+        if req.path in self._quiet or req.path.startswith(self._quiet_prefixes):
             if not self._debug:
                 return
             level = "DEBUG"

@@ -8,15 +8,18 @@ from plant_store import errors
 from plant_store.access_log import AccessLog
 from plant_store.auth import BearerAuth
 from plant_store.config import Config
+from plant_store.docs_page import DocsAssetResource, DocsPageResource
 from plant_store.operational import HealthResource, OpenApiResource
 from plant_store.plants import PlantResource, PlantsResource
 from plant_store.stores import Store, open_store
 from plant_store.tokens import TokenFile
 from plant_store.webhooks import WebhookWorker
 
-# Probes and the document: no token, and their access lines only at debug, so probes
-# do not flood the log.
-PUBLIC_PATHS = frozenset({"/health", "/openapi.json"})
+# Probes, the document and its page: no token, and their access lines only at debug, so
+# probes do not flood the log. Under the prefixes, every path is public (the page's assets,
+# and a 404 for any other name there).
+PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs"})
+PUBLIC_PREFIXES = ("/docs/",)
 
 
 def create_app(
@@ -30,8 +33,10 @@ def create_app(
     store = store if store is not None else open_store(config)
     tokens = tokens if tokens is not None else TokenFile(config.token_file)
     access_log = AccessLog(log_stream, config.log_level,
-                           quiet_paths=PUBLIC_PATHS, log_format=config.log_format)
-    app = falcon.App(middleware=[access_log, BearerAuth(tokens, PUBLIC_PATHS)])
+                           quiet_paths=PUBLIC_PATHS, quiet_prefixes=PUBLIC_PREFIXES,
+                           log_format=config.log_format)
+    app = falcon.App(middleware=[
+        access_log, BearerAuth(tokens, PUBLIC_PATHS, PUBLIC_PREFIXES)])
     app.set_error_serializer(errors.serialize)
     app.add_error_handler(Exception, errors.unexpected)
     app.add_route("/plants", PlantsResource(
@@ -40,4 +45,6 @@ def create_app(
     app.add_route("/plants/{plant_id}", PlantResource(store))
     app.add_route("/health", HealthResource(store))
     app.add_route("/openapi.json", OpenApiResource())
+    app.add_route("/docs", DocsPageResource())
+    app.add_route("/docs/{name}", DocsAssetResource())
     return app

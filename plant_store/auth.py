@@ -13,12 +13,14 @@ def _unauthorized(message: str, *, invalid_token: bool = False) -> falcon.HTTPUn
 
 
 class BearerAuth:
-    def __init__(self, tokens: TokenFile, public_paths: frozenset[str]) -> None:
+    def __init__(self, tokens: TokenFile, public_paths: frozenset[str],
+                 public_prefixes: tuple[str, ...] = ()) -> None:
         self._tokens = tokens
         self._public = public_paths
+        self._public_prefixes = public_prefixes
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if req.path in self._public:
+        if req.path in self._public or req.path.startswith(self._public_prefixes):
             return
         header = req.env.get("HTTP_AUTHORIZATION")  # get_header would rebuild this name
         if header is None:

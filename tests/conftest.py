@@ -8,6 +8,7 @@ import re
 import pytest
 import webtest
 
+from browser import Browser, find_chromium
 from pgserver import PostgresServer, find_bindir
 from plant_store.app import create_app
 from plant_store.config import Config
@@ -74,17 +75,45 @@ def database_url(postgres, request):
     postgres.drop_database(name)
 
 
+NO_CHROMIUM = "Chromium is not installed"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the whole run (tests/browser.py). Without Debian's chromium
+    and chromium-driver the tests that need it skip, and the summary says how many; in CI
+    (``CI=true``) they fail instead, since CI must run them."""
+    found = find_chromium()
+    if found is None:
+        reason = f"{NO_CHROMIUM}; .ci/run installs it (Debian's chromium, chromium-driver)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}, and CI must run the browser tests", pytrace=False)
+        pytest.skip(reason)
+    browser = Browser(*found)
+    try:
+        yield browser
+    finally:
+        browser.quit()
+
+
+MISSING = [  # (the reason a test skips or fails with, what it is, how to install it)
+    (NO_POSTGRES, "PostgreSQL", "apt-get install postgresql"),
+    (NO_CHROMIUM, "browser", "apt-get install chromium chromium-driver"),
+]
+
+
 def pytest_terminal_summary(terminalreporter):
-    skipped = sum(NO_POSTGRES in str(report.longrepr)
-                  for report in terminalreporter.stats.get("skipped", []))
-    errors = sum(NO_POSTGRES in str(report.longrepr)
-                 for report in terminalreporter.stats.get("error", []))
-    if skipped or errors:
-        what = f"{skipped} PostgreSQL tests skipped" if skipped else \
-            f"{errors} PostgreSQL tests failed"
-        terminalreporter.section("PostgreSQL", sep="!", red=True, bold=True)
-        terminalreporter.write_line(f"{NO_POSTGRES}: {what}; .ci/run installs it "
-                                    "(apt-get install postgresql)", red=True, bold=True)
+    for reason, what, install in MISSING:
+        skipped = sum(reason in str(report.longrepr)
+                      for report in terminalreporter.stats.get("skipped", []))
+        errors = sum(reason in str(report.longrepr)
+                     for report in terminalreporter.stats.get("error", []))
+        if skipped or errors:
+            count = f"{skipped} {what} tests skipped" if skipped else \
+                f"{errors} {what} tests failed"
+            terminalreporter.section(what, sep="!", red=True, bold=True)
+            terminalreporter.write_line(f"{reason}: {count}; .ci/run installs it ({install})",
+                                        red=True, bold=True)
 
 
 @pytest.fixture

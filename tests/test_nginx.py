@@ -271,3 +271,25 @@ def test_deletes_through_nginx_keep_the_clients_connection(proxied):
             assert response.status == 204 and response.getheader("Connection") != "close"
     finally:
         conn.close()
+
+
+def test_the_docs_page_loads_every_file_through_the_proxy(proxied, browser):
+    """In a real browser: /api/docs finds its files and the document under /api/."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _, nginx, _ = proxied
+    base = f"http://127.0.0.1:{nginx.port}"
+    browser.open(f"{base}/api/docs")
+    WebDriverWait(browser.driver, 10, 0.05).until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, ".opblock")) >= 7)
+    server = browser.driver.find_element(By.CSS_SELECTOR, ".servers select").text
+    browser.drain()
+    assert browser.failures == [] and browser.console == []
+    loaded = {url for url, status in browser.responses.items() if status == 200}
+    assert {f"{base}/api/{path}" for path in (
+        "docs", "openapi.json", "docs/swagger-ui-bundle.js", "docs/swagger-ui.css",
+        "docs/docs_page.js")} <= loaded
+    assert all(url.startswith(f"{base}/api/docs") or url == f"{base}/api/openapi.json"
+               for url in loaded if not url.startswith("data:")), loaded
+    assert server == f"{base}/api"  # where "Try it out" sends its requests

@@ -1,5 +1,6 @@
 """The published document: valid OpenAPI 3.1, served as is, and in step with the schemas."""
 
+import json
 import time
 import uuid
 
@@ -33,7 +34,8 @@ def test_every_status_of_the_contract_is_documented_with_the_error_shape():
     for status in ("400", "401", "409", "413", "415", "503"):
         name = responses[status]["$ref"].rsplit("/", 1)[1]
         content = DOCUMENT["components"]["responses"][name]["content"]
-        assert content == {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        assert list(content) == ["application/json"]
+        assert content["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
 
 
 def test_document_is_served_without_a_token(app):
@@ -94,3 +96,72 @@ def test_the_webhook_in_the_document_is_the_one_sent():
         jsonschema.validate(value, documented[name])
     schema = hook["requestBody"]["content"]["application/json"]["schema"]
     assert schema == {"$ref": "#/components/schemas/NewPlant"}
+
+
+def operations(document=DOCUMENT):
+    """(label, operation) for every operation and webhook."""
+    for section in ("paths", "webhooks"):
+        for path, item in document[section].items():
+            for method, operation in item.items():
+                yield f"{method.upper()} {path}", operation
+
+
+def media_types(document=DOCUMENT):
+    """(where, media type object) for every request body and response of the document."""
+    for label, operation in operations(document):
+        content = operation.get("requestBody", {}).get("content", {})
+        yield from ((f"{label} body {kind}", media) for kind, media in content.items())
+        for status, response in operation["responses"].items():
+            if "$ref" not in response:
+                yield from ((f"{label} {status} {kind}", media)
+                            for kind, media in response.get("content", {}).items())
+    for name, response in document["components"]["responses"].items():
+        yield from ((f"{name} {kind}", media) for kind, media in response["content"].items())
+
+
+def examples(media: dict) -> list:
+    return ([media["example"]] if "example" in media else []) + [
+        example["value"] for example in media.get("examples", {}).values()]
+
+
+def test_every_operation_has_a_summary_and_declared_tags():
+    declared = [tag["name"] for tag in DOCUMENT["tags"]]
+    assert declared == ["plants", "operations"]
+    for label, operation in operations():
+        assert operation["summary"], label
+        assert operation["tags"] and set(operation["tags"]) <= set(declared), label
+
+
+def test_every_request_body_and_error_response_has_an_example():
+    for where, media in media_types():
+        is_error = media.get("schema") == {"$ref": "#/components/schemas/Error"}
+        if is_error or " body " in where:
+            assert examples(media), where
+
+
+def check_examples(document: dict) -> int:
+    """Validate every example against its schema; how many there were."""
+    checked = 0
+    for where, media in media_types(document):
+        for example in examples(media):
+            # The components beside the schema, so its #/components/... references resolve.
+            schema = {**media["schema"], "components": document["components"]}
+            try:
+                jsonschema.Draft202012Validator(schema).validate(example)
+            except jsonschema.ValidationError as exc:
+                raise AssertionError(f"{where}: {exc.message}") from None
+            checked += 1
+    return checked
+
+
+def test_every_example_is_valid_against_its_schema():
+    # 11 errors, 3 request bodies (two for POST /plants, one for the webhook), 3 answers.
+    assert check_examples(DOCUMENT) == 17
+
+
+def test_an_example_that_breaks_its_schema_is_caught():
+    broken = json.loads(json.dumps(DOCUMENT))
+    broken["components"]["responses"]["Conflict"]["content"]["application/json"][
+        "example"] = {"error": "409", "message": "x"}
+    with pytest.raises(AssertionError, match="Conflict application/json: '409' is not"):
+        check_examples(broken)

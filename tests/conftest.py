@@ -46,18 +46,23 @@ NO_POSTGRES = "PostgreSQL is not installed"
 _database_names = itertools.count(1)
 
 
+def _needed(found, missing, packages, tests):
+    """``found``, or skip the test saying what is missing; in CI (``CI=true``) fail instead."""
+    if found is None:
+        reason = f"{missing}; .ci/run installs it (Debian's {packages})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}, and CI must run the {tests} tests", pytrace=False)
+        pytest.skip(reason)
+    return found
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """One throwaway PostgreSQL server for the whole run (tests/pgserver.py). Without the
     server binaries the tests that need it skip, and the summary says how many; in CI
     (``CI=true``) they fail instead, since CI must run them."""
-    bindir = find_bindir()
-    if bindir is None:
-        reason = f"{NO_POSTGRES}; .ci/run installs it (Debian's postgresql package)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}, and CI must run the PostgreSQL tests", pytrace=False)
-        pytest.skip(reason)
-    server = PostgresServer(bindir)
+    server = PostgresServer(_needed(find_bindir(), NO_POSTGRES, "postgresql package",
+                                    "PostgreSQL"))
     try:
         server.start()
         yield server
@@ -83,13 +88,8 @@ def browser():
     """One headless Chromium for the whole run (tests/browser.py). Without Debian's chromium
     and chromium-driver the tests that need it skip, and the summary says how many; in CI
     (``CI=true``) they fail instead, since CI must run them."""
-    found = find_chromium()
-    if found is None:
-        reason = f"{NO_CHROMIUM}; .ci/run installs it (Debian's chromium, chromium-driver)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}, and CI must run the browser tests", pytrace=False)
-        pytest.skip(reason)
-    browser = Browser(*found)
+    browser = Browser(*_needed(find_chromium(), NO_CHROMIUM, "chromium, chromium-driver",
+                               "browser"))
     try:
         yield browser
     finally:

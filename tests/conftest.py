@@ -14,6 +14,7 @@ from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import JsonFileStore, MemoryStore
 from plant_store.tokens import TokenFile
+from plant_store.words import counted
 
 
 @pytest.fixture
@@ -109,8 +110,8 @@ def pytest_terminal_summary(terminalreporter):
         errors = sum(reason in str(report.longrepr)
                      for report in terminalreporter.stats.get("error", []))
         if skipped or errors:
-            count = f"{skipped} {what} tests skipped" if skipped else \
-                f"{errors} {what} tests failed"
+            count = (f"{counted(skipped, what + ' test')} skipped" if skipped
+                     else f"{counted(errors, what + ' test')} failed")
             terminalreporter.section(what, sep="!", red=True, bold=True)
             terminalreporter.write_line(f"{reason}: {count}; .ci/run installs it ({install})",
                                         red=True, bold=True)

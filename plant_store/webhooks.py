@@ -15,6 +15,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import orjson
@@ -82,8 +83,12 @@ class WebhookWorker:
     delivery.
     """
 
-    def __init__(self, store: Store, config: Config) -> None:
+    def __init__(self, store: Store, config: Config,
+                 on_attempt: Callable[[str], None] | None = None) -> None:
+        """``on_attempt(outcome)``: told each attempt's outcome, ``delivered``, ``failed``
+        or ``dead`` (for the metrics)."""
         self._store = store
+        self._on_attempt = on_attempt or (lambda outcome: None)
         self._secret = config.webhook_secret
         self._max_attempts = config.webhook_max_attempts
         self._backoff = config.webhook_backoff
@@ -198,15 +203,18 @@ class WebhookWorker:
         error = post(delivery.url, delivery.body, headers, self._timeout)
         attempts = delivery.attempts + 1
         if error is None:
+            self._on_attempt("delivered")
             self._store.settle(delivery.id, "delivered")
             self._set_due(delivery.id, None)
             return
         if attempts >= self._max_attempts:
+            self._on_attempt("dead")
             self._store.settle(delivery.id, "dead", error)
             self._set_due(delivery.id, None)
             log.error("webhook delivery %s to %s failed %d times (%s); kept as a dead letter",
                       delivery.id, delivery.url, attempts, error)
             return
+        self._on_attempt("failed")
         delay = backoff(self._backoff, attempts)
         self._store.settle(delivery.id, "failed", error, retry_in=delay)
         self._set_due(delivery.id, delay)
@@ -235,8 +243,9 @@ class WebhookWorker:
         log.info("dead letters back in the outbox on request: %s", " ".join(resent) or "none")
 
 
-def start(config: Config, store: Store) -> WebhookWorker | None:
+def start(config: Config, store: Store,
+          on_attempt: Callable[[str], None] | None = None) -> WebhookWorker | None:
     """A running worker when subscribers are configured."""
     if not config.webhook_urls:
         return None
-    return WebhookWorker(store, config).start()
+    return WebhookWorker(store, config, on_attempt).start()

@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import TextIO
 
 import falcon
@@ -36,7 +37,10 @@ class AccessLog:
     def __init__(
         self, stream: TextIO | None, log_level: str, quiet_paths: frozenset[str],
         quiet_prefixes: tuple[str, ...] = (), log_format: str = "text",
+        on_response: Callable[[falcon.Request, falcon.Response, float], None] | None = None,
     ) -> None:
+        """``on_response(req, resp, seconds)``: told every request's time, logged or not
+        (the metrics count them)."""
         self._json = log_format == "json"
         self._ids = RequestId()
         self._stream = stream
@@ -49,6 +53,7 @@ class AccessLog:
         self._debug = rank == 0
         self._quiet = quiet_paths
         self._quiet_prefixes = quiet_prefixes
+        self._on_response = on_response
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.request_id = self._ids.assign(req, resp)
@@ -57,6 +62,9 @@ class AccessLog:
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, succeeded: bool
     ) -> None:
+        elapsed = time.perf_counter() - req.context.started
+        if self._on_response is not None:
+            self._on_response(req, resp, elapsed)
         if req.path in self._quiet or req.path.startswith(self._quiet_prefixes):
             if not self._debug:
                 return
@@ -70,8 +78,7 @@ class AccessLog:
         env = req.env
         self._lines.append((
             time.time(), level, env.get("REMOTE_ADDR", "127.0.0.1"), req.method,
-            env.get("SCRIPT_NAME", "") + req.path, resp.status,
-            time.perf_counter() - req.context.started,
+            env.get("SCRIPT_NAME", "") + req.path, resp.status, elapsed,
             req.context.request_id))  # deque.append is thread-safe: no lock here
 
     def _format(self, entry: tuple) -> str:

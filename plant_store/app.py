@@ -3,13 +3,14 @@
 from typing import TextIO
 
 import falcon
+import falcon.routing
 
-from plant_store import errors
+from plant_store import errors, metrics
 from plant_store.access_log import AccessLog
 from plant_store.auth import BearerAuth
 from plant_store.config import Config
 from plant_store.docs_page import DocsAssetResource, DocsPageResource
-from plant_store.operational import HealthResource, OpenApiResource
+from plant_store.operational import HealthResource, OpenApiResource, ReadyResource
 from plant_store.plants import PlantResource, PlantsResource
 from plant_store.stores import Store, open_store
 from plant_store.tokens import TokenFile
@@ -17,34 +18,62 @@ from plant_store.webhooks import WebhookWorker
 
 # Probes, the document and its page: no token, and their access lines only at debug, so
 # probes do not flood the log. Under the prefixes, every path is public (the page's assets,
-# and a 404 for any other name there).
-PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs"})
+# and a 404 for any other name there). /metrics is as quiet, and public only when the
+# setting says so.
+PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json", "/docs"})
 PUBLIC_PREFIXES = ("/docs/",)
+QUIET_PATHS = PUBLIC_PATHS | {"/metrics"}
+# What a cross-origin page may read beyond the safe headers: the next page, the request
+# id, and why a request was refused or should wait.
+CORS_EXPOSED = ("Link", "X-Request-ID", "WWW-Authenticate", "Retry-After")
 
 
 def create_app(
     config: Config, *, store: Store | None = None, tokens: TokenFile | None = None,
     log_stream: TextIO | None = None, webhooks: WebhookWorker | None = None,
+    counted: metrics.Metrics | None = None,
 ) -> falcon.App:
     """Build the service; the caller that passes ``store`` owns it and closes it.
     Access lines go to ``log_stream``, or to whatever ``sys.stderr`` is when they are written.
     Creates owe deliveries to ``config.webhook_urls``; ``webhooks``, when given, is woken
-    after each one (without it they wait in the outbox for whichever worker runs)."""
+    after each one (without it they wait in the outbox for whichever worker runs).
+    ``counted``: the metrics, when the caller made them to count its webhook worker's
+    attempts too; else made here as ``config.metrics`` says."""
     store = store if store is not None else open_store(config)
     tokens = tokens if tokens is not None else TokenFile(config.token_file)
-    access_log = AccessLog(log_stream, config.log_level,
-                           quiet_paths=PUBLIC_PATHS, quiet_prefixes=PUBLIC_PREFIXES,
-                           log_format=config.log_format)
-    app = falcon.App(middleware=[
-        access_log, BearerAuth(tokens, PUBLIC_PATHS, PUBLIC_PREFIXES)])
+    counted = counted or metrics.for_config(config, store)
+    public = PUBLIC_PATHS | ({"/metrics"} if config.metrics == "public" else set())
+    access_log = AccessLog(log_stream, config.log_level, quiet_paths=QUIET_PATHS,
+                           quiet_prefixes=PUBLIC_PREFIXES, log_format=config.log_format,
+                           on_response=counted.request if counted else None)
+    auth = BearerAuth(tokens, public, PUBLIC_PREFIXES,
+                      preflight=bool(config.cors_allow_origins),
+                      on_refused=counted.refused if counted else _ignore)
+    middleware = [access_log, auth]
+    if config.cors_allow_origins:  # first, so its headers reach every answer, 401s too
+        origins = config.cors_allow_origins
+        middleware.insert(0, falcon.CORSMiddleware(
+            allow_origins="*" if "*" in origins else origins, expose_headers=CORS_EXPOSED))
+    router = falcon.routing.CompiledRouter()
+    app = falcon.App(middleware=middleware, router=router)
     app.set_error_serializer(errors.serialize)
     app.add_error_handler(Exception, errors.unexpected)
+    unavailable = counted.unavailable if counted else _ignore
     app.add_route("/plants", PlantsResource(
         store, config.max_body_size, config.page_size, config.max_page_size,
-        webhooks=config.webhook_urls, on_created=webhooks.wake if webhooks else None))
-    app.add_route("/plants/{plant_id}", PlantResource(store))
-    app.add_route("/health", HealthResource(store))
+        webhooks=config.webhook_urls, on_created=webhooks.wake if webhooks else None,
+        on_unavailable=unavailable))
+    app.add_route("/plants/{plant_id}", PlantResource(store, unavailable))
+    app.add_route("/health", HealthResource())
+    app.add_route("/ready", ReadyResource(store))
     app.add_route("/openapi.json", OpenApiResource())
     app.add_route("/docs", DocsPageResource())
     app.add_route("/docs/{name}", DocsAssetResource())
+    if counted:
+        counted.router = router
+        app.add_route("/metrics", metrics.MetricsResource(counted))
     return app
+
+
+def _ignore(*args: object) -> None:
+    """What is told to the metrics when there are none."""

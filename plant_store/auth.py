@@ -1,4 +1,8 @@
-"""The bearer-token check, before routing, so an unauthenticated body is never parsed."""
+"""The bearer-token check, before routing, so an unauthenticated body is never parsed.
+A CORS preflight (an ``OPTIONS`` a browser sends before a cross-origin request, without
+credentials by design) passes when CORS is on, so Falcon's CORS middleware can answer it."""
+
+from collections.abc import Callable
 
 import falcon
 
@@ -7,27 +11,38 @@ from plant_store.tokens import TokenFile
 REALM = 'Bearer realm="plant-store"'
 
 
-def _unauthorized(message: str, *, invalid_token: bool = False) -> falcon.HTTPUnauthorized:
-    challenge = REALM + (', error="invalid_token"' if invalid_token else "")
-    return falcon.HTTPUnauthorized(description=message, challenges=[challenge])
-
-
 class BearerAuth:
     def __init__(self, tokens: TokenFile, public_paths: frozenset[str],
-                 public_prefixes: tuple[str, ...] = ()) -> None:
+                 public_prefixes: tuple[str, ...] = (), *, preflight: bool = False,
+                 on_refused: Callable[[str], None] = lambda reason: None) -> None:
+        """``preflight``: let CORS preflights through; ``on_refused(reason)``: told each
+        401's reason (``missing``, ``scheme`` or ``invalid``), for the metrics."""
         self._tokens = tokens
         self._public = public_paths
         self._public_prefixes = public_prefixes
+        self._preflight = preflight
+        self._on_refused = on_refused
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         if req.path in self._public or req.path.startswith(self._public_prefixes):
             return
+        if (self._preflight and req.method == "OPTIONS"
+                and "HTTP_ACCESS_CONTROL_REQUEST_METHOD" in req.env):
+            return
         header = req.env.get("HTTP_AUTHORIZATION")  # get_header would rebuild this name
         if header is None:
-            raise _unauthorized("An 'Authorization: Bearer <token>' header is required.")
+            raise self._unauthorized(
+                "missing", "An 'Authorization: Bearer <token>' header is required.")
         scheme, _, token = header.strip().partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
-            raise _unauthorized("The Authorization header must use the Bearer scheme.")
+            raise self._unauthorized(
+                "scheme", "The Authorization header must use the Bearer scheme.")
         if self._tokens.verify(token) is None:
-            raise _unauthorized("The bearer token is not valid.", invalid_token=True)
+            raise self._unauthorized("invalid", "The bearer token is not valid.")
+
+    def _unauthorized(self, reason: str, message: str) -> falcon.HTTPUnauthorized:
+        self._on_refused(reason)
+        # RFC 6750 section 3: error="invalid_token" only when a token was sent.
+        challenge = REALM + (', error="invalid_token"' if reason == "invalid" else "")
+        return falcon.HTTPUnauthorized(description=message, challenges=[challenge])

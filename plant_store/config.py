@@ -109,6 +109,16 @@ def _webhook_secret(text: str) -> str:
     return secret
 
 
+def _origins(text: str) -> tuple[str, ...]:
+    origins = tuple(text.replace(",", " ").split())
+    for origin in origins:
+        parts = urlsplit(origin)
+        if origin != "*" and (parts.scheme not in ("http", "https") or not parts.hostname
+                              or parts.path or parts.query or parts.fragment):
+            raise ValueError(f"{origin!r} is not an origin (scheme://host[:port]) or *")
+    return origins
+
+
 def _prefix(text: str) -> str:
     prefix = text.strip().rstrip("/")
     if prefix and not prefix.startswith("/"):
@@ -205,7 +215,17 @@ SETTINGS: tuple[Setting, ...] = (
             "Forwarded headers taken from the trusted proxy, space-separated.", unit="HEADERS"),
     Setting("url_prefix", _prefix, "",
             "Path the proxy serves the API under (e.g. /api), stripped from request paths "
-            "and put back in the URLs the service emits. Empty: served at the root.", unit="PATH"),
+            "and put back in the URLs the service emits. Empty: served at the root.",
+            unit="PATH"),
+    Setting("metrics", _one_of("off", "public", "token"), "token",
+            "Who may read GET /metrics (Prometheus text): 'token' (a bearer token, as for "
+            "the plants: request rates and store health are not for anyone who asks), "
+            "'public' (no token: a scraper on a private network), or 'off' (no path, and "
+            "nothing counted)."),
+    Setting("cors_allow_origins", _origins, "",
+            "Origins (scheme://host[:port], space-separated, or *) whose browser pages may "
+            "call the API (CORS); preflights are answered without a token. Empty: no CORS "
+            "headers at all.", unit="ORIGINS"),
     Setting("webhook_urls", _urls, "",
             "Subscriber URLs, space-separated, each sent every new plant's NewPlant JSON. "
             "Empty: no webhook.", unit="URLS"),
@@ -252,6 +272,8 @@ class Config:
     trusted_proxy: str
     trusted_proxy_headers: str
     url_prefix: str
+    metrics: str
+    cors_allow_origins: tuple[str, ...]
     webhook_urls: tuple[str, ...]
     webhook_secret: str
     webhook_max_attempts: int

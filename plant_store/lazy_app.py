@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from plant_store import errors, webhooks
+from plant_store import errors, metrics, webhooks
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import Store, StoreError, open_store
@@ -36,8 +36,11 @@ class LazyApp:
     finishing): a later one that waited every time would stall its requests for nothing.
     """
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, metrics_dir: str | None = None) -> None:
+        """``metrics_dir``: where the processes of a pre-fork server each keep their
+        counts, so that a scrape sums them (see :mod:`plant_store.metrics`)."""
         self._config = config
+        self._metrics_dir = metrics_dir
         self._building = threading.Lock()
         self._built: tuple[int | None, Callable | None] = (None, None)  # (PID, app)
         self._failed: tuple[int | None, float, str] = (None, 0.0, "")  # (PID, retry at, why)
@@ -77,8 +80,9 @@ class LazyApp:
         store = open_store(self._config, lock_timeout=lock_timeout)
         worker = None
         try:
-            worker = webhooks.start(self._config, store)
-            app = create_app(self._config, store=store, webhooks=worker)
+            counted = metrics.for_config(self._config, store, self._metrics_dir)
+            worker = webhooks.start(self._config, store, counted and counted.attempted)
+            app = create_app(self._config, store=store, webhooks=worker, counted=counted)
         except BaseException:  # a leaked store would hold the lock until this process ends
             if worker is not None:
                 worker.stop()

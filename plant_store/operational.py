@@ -1,4 +1,9 @@
-"""The operational paths, outside the seed's contract and the token: health and the spec."""
+"""The operational paths, outside the seed's contract and the token: liveness, readiness
+and the spec.
+
+``/health`` says only that the process serves: a load balancer or orchestrator that
+restarted the service whenever its database was down would restart every instance for
+nothing. ``/ready`` says whether the store can take writes now; route traffic by it."""
 
 import importlib.resources
 
@@ -10,9 +15,18 @@ from plant_store.stores import Store, StoreUnavailable
 DOCUMENT = orjson.loads(
     importlib.resources.files("plant_store").joinpath("openapi.json").read_bytes())
 HEALTHY = orjson.dumps({"status": "ok"})
+READY = orjson.dumps({"status": "ready"})
 
 
 class HealthResource:
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.data = HEALTHY
+        resp.content_type = falcon.MEDIA_JSON
+
+    on_head = on_get  # the same answer, without its body (Falcon drops it)
+
+
+class ReadyResource:
     def __init__(self, store: Store) -> None:
         self._store = store
 
@@ -21,11 +35,11 @@ class HealthResource:
             self._store.check()
         except StoreUnavailable as exc:
             raise falcon.HTTPServiceUnavailable(
-                description=f"The store is not usable: {exc}") from None
-        resp.data = HEALTHY
+                description=f"The store cannot take writes now: {exc}") from None
+        resp.data = READY
         resp.content_type = falcon.MEDIA_JSON
 
-    on_head = on_get  # the same answer, without its body (Falcon drops it)
+    on_head = on_get
 
 
 class OpenApiResource:

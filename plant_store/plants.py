@@ -25,8 +25,11 @@ class PlantsResource:
     def __init__(
         self, store: Store, max_body_size: int, page_size: int = 100, max_page_size: int = 1000,
         webhooks: tuple[str, ...] = (), on_created: Callable[[], None] | None = None,
+        on_unavailable: Callable[[str, StoreUnavailable], None] = lambda op, exc: None,
     ) -> None:
+        """``on_unavailable(operation, exc)``: told each 503 the store caused (metrics)."""
         self._store = store
+        self._on_unavailable = on_unavailable
         self._max_body = max_body_size
         self._page_size = page_size
         self._max_page = max_page_size
@@ -46,7 +49,8 @@ class PlantsResource:
         start = 0 if cursor is None else int(cursor)
         try:
             plants, after = self._store.page(start, min(limit, self._max_page))
-        except StoreUnavailable:
+        except StoreUnavailable as exc:
+            self._on_unavailable("list", exc)
             raise falcon.HTTPServiceUnavailable(
                 description="The store cannot list plants right now.") from None
         if after is not None:
@@ -64,7 +68,8 @@ class PlantsResource:
             raise falcon.HTTPConflict(
                 description=f"A plant with id {exc.stored.id} exists with a different name or tag."
             ) from None
-        except StoreUnavailable:
+        except StoreUnavailable as exc:
+            self._on_unavailable("create", exc)
             raise falcon.HTTPServiceUnavailable(
                 description="The store cannot save plants right now; the plant was not created."
             ) from None
@@ -113,8 +118,10 @@ class PlantsResource:
 
 
 class PlantResource:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, on_unavailable: Callable[[str, StoreUnavailable], None] =
+                 lambda op, exc: None) -> None:
         self._store = store
+        self._on_unavailable = on_unavailable
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
         number = int(plant_id) if _ID.fullmatch(plant_id) else None
@@ -122,7 +129,8 @@ class PlantResource:
             raise _bad_param("id", _INT64.error_messages["invalid"])  # POST's words for it
         try:
             deleted = self._store.delete(number)
-        except StoreUnavailable:
+        except StoreUnavailable as exc:
+            self._on_unavailable("delete", exc)
             raise falcon.HTTPServiceUnavailable(
                 description="The store cannot delete plants right now; the plant was kept."
             ) from None

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import waitress
 from waitress.server import BaseWSGIServer, MultiSocketServer
 
-from plant_store import access_log, webhooks
+from plant_store import access_log, metrics, webhooks
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import Store
@@ -59,9 +59,10 @@ def serve(
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve until a stop signal, then close ``store``; ``on_ready(url)`` runs once bound."""
-    worker = webhooks.start(config, store)
+    counted = metrics.for_config(config, store)
+    worker = webhooks.start(config, store, counted and counted.attempted)
     try:
-        app = create_app(config, store=store, tokens=tokens, webhooks=worker)
+        app = create_app(config, store=store, tokens=tokens, webhooks=worker, counted=counted)
         server = create_server(app, config)
         urls = _urls(server, config.url_prefix)
         if on_ready:

@@ -18,6 +18,7 @@ import random
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
@@ -109,8 +110,12 @@ class WebhookWorker:
     delivery.
     """
 
-    def __init__(self, store: Store, config: Config) -> None:
+    def __init__(self, store: Store, config: Config,
+                 on_attempt: Callable[[str], None] | None = None) -> None:
+        """``on_attempt(outcome)``: told each attempt's outcome, ``delivered``, ``failed``
+        or ``dead`` (for the metrics)."""
         self._store = store
+        self._on_attempt = on_attempt or (lambda outcome: None)
         self._signer = Webhook(config.webhook_secret)  # config.py has validated it
         self._max_attempts = config.webhook_max_attempts
         self._backoff = config.webhook_backoff
@@ -224,15 +229,18 @@ class WebhookWorker:
         error = post(delivery.url, delivery.body, headers, self._timeout)
         attempts = delivery.attempts + 1
         if error is None:
+            self._on_attempt("delivered")
             self._store.settle(delivery.id, "delivered")
             self._set_due(delivery.id, None)
             return
         if attempts >= self._max_attempts:
+            self._on_attempt("dead")
             self._store.settle(delivery.id, "dead", error)
             self._set_due(delivery.id, None)
             log.error("webhook delivery %s to %s failed %d times (%s); kept as a dead letter",
                       delivery.id, delivery.url, attempts, error)
             return
+        self._on_attempt("failed")
         delay = backoff(self._backoff, attempts)
         self._store.settle(delivery.id, "failed", error, retry_in=delay)
         self._set_due(delivery.id, delay)
@@ -266,11 +274,12 @@ class WebhookWorker:
         log.info("dead letters back in the outbox on request: %s", " ".join(resent) or "none")
 
 
-def start(config: Config, store: Store) -> WebhookWorker | None:
+def start(config: Config, store: Store,
+          on_attempt: Callable[[str], None] | None = None) -> WebhookWorker | None:
     """A running worker when deliveries can be signed (``webhook_secret``): it sends what
     creates owe to ``webhook_urls``, what the outbox still owes to URLs since removed from
     them, and dead letters an operator asks for again. Says at start what is owed to URLs
-    no longer configured, and when nothing will send it."""
+    no longer configured, and when nothing will send it. ``on_attempt``: see the worker."""
     try:
         owed = store.deliveries()
     except StoreUnavailable:
@@ -284,4 +293,4 @@ def start(config: Config, store: Store) -> WebhookWorker | None:
                     else "nothing sends them until the server runs with webhook_secret")
     if not config.webhook_secret:
         return None
-    return WebhookWorker(store, config).start()
+    return WebhookWorker(store, config, on_attempt).start()

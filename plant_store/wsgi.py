@@ -4,6 +4,8 @@ Settings come from ``PLANT_STORE_CONFIG`` (an INI file) and ``PLANT_STORE_<SETTI
 variables, as for ``plant-store serve``; they are read here, so a bad one fails at import.
 Nothing is opened at import: each serving process opens the store at its first request
 (see :mod:`plant_store.lazy_app`). Issue tokens with ``plant-store token add``.
+With several worker processes, ``PROMETHEUS_MULTIPROC_DIR`` names an empty directory where
+each keeps its metrics, so that a scrape sums them (see :mod:`plant_store.gunicorn_hooks`).
 """
 
 import os
@@ -11,4 +13,5 @@ import os
 from plant_store.config import load
 from plant_store.lazy_app import LazyApp
 
-application = LazyApp(load(os.environ.get("PLANT_STORE_CONFIG"), os.environ))
+application = LazyApp(load(os.environ.get("PLANT_STORE_CONFIG"), os.environ),
+                      metrics_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None)

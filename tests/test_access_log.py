@@ -54,6 +54,8 @@ def test_rejected_requests_are_logged_too(tokens, token):
 def test_probes_are_logged_only_at_debug(tokens, token):
     app, stream = logged_app(tokens, token)
     app.get("/health")
+    app.get("/ready")
+    app.get("/metrics")
     app.get("/openapi.json")
     app.get("/nope", status=404)  # a line that is logged, so the probes had their chance
     assert [line.split()[6] for line in lines_when(stream, 1)] == ["/nope"]

@@ -134,8 +134,9 @@ def test_a_data_file_deleted_under_a_running_server_is_a_503_not_a_200(tmp_path)
         (tmp_path / DATA_FILE).unlink()
         status, _, body = server.request("POST", "/plants", {"id": 2, "name": "b"}, token)
         assert status == 503 and body["error"] == 503
-        status, _, body = server.request("GET", "/health")
+        status, _, body = server.request("GET", "/ready")
         assert status == 503 and "deleted" in body["message"]
+        assert server.request("GET", "/health")[0] == 200  # it serves: alive, not ready
         assert "deleted under the running server" in "".join(server.stderr)
 
 

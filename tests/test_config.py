@@ -42,6 +42,9 @@ def test_example_file_lists_every_setting_with_its_default():
     ({"PLANT_STORE_PORT": "eighty"}, "port='eighty'"),
     ({"PLANT_STORE_THREADS": "0"}, "threads='0'"),
     ({"PLANT_STORE_FSYNC": "maybe"}, "fsync='maybe'"),
+    ({"PLANT_STORE_METRICS": "everyone"}, "metrics='everyone'"),
+    ({"PLANT_STORE_CORS_ALLOW_ORIGINS": "garden.example"}, "garden.example' is not an origin"),
+    ({"PLANT_STORE_CORS_ALLOW_ORIGINS": "https://a.example/app"}, "is not an origin"),
 ])
 def test_bad_values_name_the_setting_and_source(source, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):

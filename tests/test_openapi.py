@@ -74,14 +74,16 @@ def test_health_is_ok_without_a_token(app):
     assert response.json == {"status": "ok"}
 
 
-def test_health_is_503_when_the_store_is_not_usable(tmp_path, config, tokens):
+def test_ready_is_503_when_the_store_is_not_usable_and_health_stays_200(
+        tmp_path, config, tokens):
     store = JsonFileStore(str(tmp_path / "data"))
     try:
         test_app = webtest.TestApp(create_app(config, store=store, tokens=tokens))
-        assert test_app.get("/health").json == {"status": "ok"}
+        assert test_app.get("/ready").json == {"status": "ready"}
         (tmp_path / "data" / "plants.jsonl").unlink()
-        message = assert_error(test_app.get("/health", status=503), 503)
+        message = assert_error(test_app.get("/ready", status=503), 503)
         assert "plants.jsonl" in message
+        assert test_app.get("/health").json == {"status": "ok"}
     finally:
         store.close()
 
@@ -155,8 +157,8 @@ def check_examples(document: dict) -> int:
 
 
 def test_every_example_is_valid_against_its_schema():
-    # 11 errors, 3 request bodies (two for POST /plants, one for the webhook), 3 answers.
-    assert check_examples(DOCUMENT) == 17
+    # 13 errors, 3 request bodies (two for POST /plants, one for the webhook), 4 answers.
+    assert check_examples(DOCUMENT) == 20
 
 
 def test_an_example_that_breaks_its_schema_is_caught():

@@ -149,15 +149,16 @@ def test_the_database_stopped_under_load_is_503_then_recovers(tmp_path, shared, 
             status, _, body = server.request("POST", "/plants", {"id": 2, "name": "x"}, token)
             assert status == 503 and body["error"] == 503
             assert time.monotonic() - started < 5
-            status, _, body = server.request("GET", "/health", timeout=10)
+            status, _, body = server.request("GET", "/ready", timeout=10)
             assert status == 503 and "not reachable" in body["message"]
+            assert server.request("GET", "/health")[0] == 200
         finally:
             postgres.start()
         deadline = time.monotonic() + 15
         while server.request("POST", "/plants", {"id": 3, "name": "after"}, token)[0] != 200:
             assert time.monotonic() < deadline, "the service never recovered"
             time.sleep(0.2)
-        assert server.request("GET", "/health")[0] == 200
+        assert server.request("GET", "/ready")[0] == 200
         names = [p["name"] for p in listing(server.request, token)]
         assert names == ["before", "after"]
     finally:

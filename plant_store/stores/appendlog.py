@@ -26,6 +26,7 @@ import collections
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Hashable
 from typing import Protocol
 
@@ -55,8 +56,10 @@ class Ticket:
 
 class AppendLog:
     def __init__(self, path: str, fd: int, syscalls: Syscalls, *, fsync: bool = True,
-                 lock_fd: int = -1) -> None:
-        """``lock_fd``: the data directory's lock, closed with the file (``lock.hold``)."""
+                 lock_fd: int = -1, on_sync: Callable[[float], None] = lambda seconds: None,
+                 ) -> None:
+        """``lock_fd``: the data directory's lock, closed with the file (``lock.hold``).
+        ``on_sync(seconds)``: told each successful group commit's time (for the metrics)."""
         self.path = path
         self.fd = fd
         self._lock_fd = lock_fd
@@ -72,6 +75,7 @@ class AppendLog:
         self._draining = False
         self.broken: str | None = None
         self._failures = Throttle(10.0)
+        self._on_sync = on_sync
 
     # Called with cond held.
 
@@ -82,7 +86,7 @@ class AppendLog:
         if self._pid != os.getpid():  # a fork that ran no Python fork hooks (uWSGI's)
             self.detach()
         if self.broken:
-            raise StoreUnavailable(self.broken)
+            raise StoreUnavailable(self.broken, "broken")
         try:
             self.write_all(self.fd, line + b"\n")
         except OSError as exc:
@@ -102,7 +106,8 @@ class AppendLog:
         while ticket.durable is None:
             self._sync_or_wait()
         if not ticket.durable:
-            raise StoreUnavailable(f"cannot write {self.path}: {self.broken or 'fsync failed'}")
+            raise StoreUnavailable(f"cannot write {self.path}: {self.broken or 'fsync failed'}",
+                                   "broken" if self.broken else "fsync")
 
     def wait_for(self, key: Hashable) -> None:
         """Wait until no swap holds appends back and no change of ``key`` is pending, so the
@@ -136,7 +141,7 @@ class AppendLog:
         try:
             self._settle()
             if self.broken:
-                raise StoreUnavailable(self.broken)
+                raise StoreUnavailable(self.broken, "broken")
             tail = os.pread(self.fd, self._size - since, since)
             self.write_all(fd, tail)
             self._sys._fsync_fd(fd)
@@ -181,6 +186,7 @@ class AppendLog:
         self._syncing = True
         covered, size = len(self._pending), self._size
         error = moved = None
+        started = time.perf_counter()
         self.cond.release()
         try:
             if self._fsync:
@@ -206,6 +212,7 @@ class AppendLog:
             self._durable_size = size
             for _ in range(covered):
                 self._settle_ticket(self._pending.popleft(), True)
+            self._on_sync(time.perf_counter() - started)
 
     def _settle_ticket(self, ticket: Ticket, durable: bool) -> None:
         ticket.durable = durable

@@ -33,7 +33,29 @@ class DataDirError(StoreError):
 
 
 class StoreUnavailable(StoreError):
-    """A read or write failed for a reason outside the request (disk full, I/O error)."""
+    """A read or write failed for a reason outside the request (disk full, I/O error).
+    ``cause`` is one word of :data:`CAUSES`, for the metrics (the message is for people)."""
+
+    def __init__(self, message: str, cause: str = "io") -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+# Why a store refused: "io" a failed write, "fsync" a failed fsync, "broken" the JSON file
+# refuses until a restart (replaced, deleted, a failed cut-back), "unreachable" no database
+# connection, "read_only" a database that refuses writes, "contention" too many conflicts.
+CAUSES = ("io", "fsync", "broken", "unreachable", "read_only", "contention")
+
+
+class StoreObserver:
+    """What a store reports as it works; the metrics subclass it, and this one ignores all."""
+
+    def wrote(self, seconds: float) -> None:
+        """One durable write took ``seconds``: a JSON-file group commit (its fsync), or a
+        PostgreSQL write's round trip."""
+
+    def compacted(self, seconds: float) -> None:
+        """One compaction of the JSON file took ``seconds``."""
 
 
 class Conflict(StoreError):
@@ -52,6 +74,8 @@ def replay(stored: Plant, plant: Plant) -> Plant:
 
 
 class Store(abc.ABC):
+    observer = StoreObserver()  # an app's metrics replace it on the store they serve
+
     @abc.abstractmethod
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
         """Store ``plant``; return the stored plant and whether this call created it. A
@@ -86,13 +110,18 @@ class Store(abc.ABC):
         ``retry_in``: after a failure, seconds before any worker may try it again (a store
         that one process owns leaves that to its worker)."""
 
+    def outbox_counts(self) -> tuple[int, int]:
+        """How many deliveries are owed, and how many are dead letters."""
+        return len(self.deliveries()), len(self.deliveries(dead=True))
+
     def claim(self, delivery_id: str, lease: float) -> bool:
         """Take a delivery for ``lease`` seconds before sending it; False when another
         worker has it. Stores that one process owns have one worker: always True."""
         return True
 
     def check(self) -> None:
-        """Raise :class:`StoreUnavailable` when the store cannot serve requests."""
+        """Raise :class:`StoreUnavailable`, saying why, unless the store can take writes
+        now (readiness; the memory store always can)."""
 
     def close(self) -> None:
         """Release files, locks and connections; the store is unusable afterwards."""

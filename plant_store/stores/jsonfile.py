@@ -57,7 +57,8 @@ class JsonFileStore(Store):
         except BaseException:
             os.close(lock_fd)
             raise
-        self._log = AppendLog(self.path, fd, self, fsync=fsync, lock_fd=lock_fd)
+        self._log = AppendLog(self.path, fd, self, fsync=fsync, lock_fd=lock_fd,
+                              on_sync=lambda seconds: self.observer.wrote(seconds))
         self._cond = self._log.cond
         self._index, self._order, self._outbox = state.index, state.order, state.outbox
         self._records = state.records
@@ -130,7 +131,7 @@ class JsonFileStore(Store):
         """Only durable plants are listed: a page stops where unsynced creates begin."""
         with self._cond:
             if self._log.broken:
-                raise StoreUnavailable(self._log.broken)
+                raise StoreUnavailable(self._log.broken, "broken")
             entries = self._order.page(start, limit)
             for n, (_, plant_id) in enumerate(entries):
                 if self._log.pending(plant_id):  # in the order, so an unsynced create
@@ -169,15 +170,28 @@ class JsonFileStore(Store):
             self._log.commit(line, delivery_id, apply)
         self._maybe_compact()
 
+    def outbox_counts(self) -> tuple[int, int]:
+        with self._cond:
+            dead = sum(d.dead for d in self._outbox)
+            return len(self._outbox) - dead, dead
+
     def check(self) -> None:
+        """Ready: the file open, still the file at its path, on a file system not mounted
+        read-only (the kernel's own remount after an I/O error: an operator's remount is
+        refused while the file is open for writing). Its mode does not matter: the open
+        descriptor writes whatever the mode says now."""
         if self._log.broken:
-            raise StoreUnavailable(self._log.broken)
+            raise StoreUnavailable(self._log.broken, "broken")
         try:
             same_file = os.path.samestat(os.fstat(self._log.fd), os.stat(self.path))
+            read_only = os.statvfs(self.path).f_flag & os.ST_RDONLY
         except OSError as exc:
-            raise StoreUnavailable(f"{self.path}: {exc.strerror}") from None
+            raise StoreUnavailable(f"{self.path}: {exc.strerror}", "broken") from None
         if not same_file:
-            raise StoreUnavailable(f"{self.path} was replaced under the running server")
+            raise StoreUnavailable(f"{self.path} was replaced under the running server",
+                                   "broken")
+        if read_only:
+            raise StoreUnavailable(f"{self.path} is on a file system mounted read-only")
 
     def close(self) -> None:
         compactor = self._compactor
@@ -203,6 +217,7 @@ class JsonFileStore(Store):
         Writers wait while the live records are collected, and while what they appended
         meanwhile is copied over and the file swapped; not while the new file is written."""
         with self._compacting:
+            started = time.perf_counter()
             with self._cond:
                 start = self._log.settled_size()
                 next_seq = self._order.next_seq
@@ -228,6 +243,7 @@ class JsonFileStore(Store):
                 before, size, tail = self._log.swap(fd, tmp, start)
                 self._records = len(lines) - 1 + tail.count(b"\n")  # the header aside
             self.compactions += 1
+        self.observer.compacted(time.perf_counter() - started)
         log.info("compacted %s from %d to %d bytes", self.path, before, size)
         return before, size
     def _maybe_compact(self) -> None:

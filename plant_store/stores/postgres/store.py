@@ -8,6 +8,7 @@ connections by itself, so the service recovers when the database comes back.
 """
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from plant_store.stores.postgres.queries import QUERIES
 log = logging.getLogger(__name__)
 
 RETRIES = 5  # runs of a statement that met a race or a serialization failure
+WRITES = frozenset({"create", "delete", "claim", "delivered", "failed", "retry"})
 
 
 class PostgresStore(Store):
@@ -70,19 +72,27 @@ class PostgresStore(Store):
         for attempt in range(RETRIES):
             try:
                 with self._pool.connection() as conn:
-                    return result(conn.execute(QUERIES[name], params))
+                    if name not in WRITES:
+                        return result(conn.execute(QUERIES[name], params))
+                    started = time.perf_counter()  # the round trip, not the pool's wait
+                    answer = result(conn.execute(QUERIES[name], params))
+                    self.observer.wrote(time.perf_counter() - started)
+                    return answer
             except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected):
                 if attempt == RETRIES - 1:
-                    raise StoreUnavailable(f"{self.where}: too many conflicts") from None
+                    raise StoreUnavailable(f"{self.where}: too many conflicts",
+                                           "contention") from None
             except PoolTimeout:
                 raise StoreUnavailable(
                     f"{self.where} is not reachable, or all {self._pool_size} connections "
-                    f"are busy: none free within {self._timeout:g} s") from None
+                    f"are busy: none free within {self._timeout:g} s", "unreachable") from None
             except psycopg.OperationalError as exc:
-                raise StoreUnavailable(f"{self.where} is not reachable: {reason(exc)}") from None
+                raise StoreUnavailable(f"{self.where} is not reachable: {reason(exc)}",
+                                       "unreachable") from None
             except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege,
                     psycopg.InternalError) as exc:  # a standby, a read-only or locked-down one
-                raise StoreUnavailable(f"{self.where} refuses writes: {reason(exc)}") from None
+                raise StoreUnavailable(f"{self.where} refuses writes: {reason(exc)}",
+                                       "read_only") from None
         raise AssertionError("unreachable")
 
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
@@ -98,7 +108,8 @@ class PostgresStore(Store):
                     return plant, True
                 return replay(_plant(plant.id, name, tag), plant), False
             # A create of this id committed after our snapshot: run again with a new one.
-        raise StoreUnavailable(f"{self.where}: plant {plant.id} is changing too fast")
+        raise StoreUnavailable(f"{self.where}: plant {plant.id} is changing too fast",
+                               "contention")
 
     def delete(self, plant_id: int) -> bool:
         return self._run("delete", {"id": plant_id}, lambda cur: cur.rowcount == 1)
@@ -121,6 +132,9 @@ class PostgresStore(Store):
         return [Delivery(i, plant_id, url, bytes(body), attempts, error, is_dead)
                 for i, plant_id, url, body, attempts, error, is_dead in rows]
 
+    def outbox_counts(self) -> tuple[int, int]:
+        return self._run("outbox_counts", {}, lambda cur: tuple(cur.fetchone()))
+
     def claim(self, delivery_id: str, lease: float) -> bool:
         return self._run("claim", {"id": delivery_id, "lease": lease},
                          lambda cur: cur.rowcount == 1)
@@ -140,7 +154,8 @@ class PostgresStore(Store):
     def check(self) -> None:
         if self._run("probe", {}, lambda cur: cur.fetchone()[0]):
             raise StoreUnavailable(f"{self.where} is read-only (a standby, or "
-                                   "default_transaction_read_only): creates would fail")
+                                   "default_transaction_read_only): creates would fail",
+                                   "read_only")
 
     def close(self) -> None:
         self._pool.close()

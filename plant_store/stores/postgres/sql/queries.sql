@@ -61,6 +61,10 @@ WHERE id IN (
 SELECT id, plant_id, url, body, attempts, error, dead FROM plant_store_outbox
 WHERE dead ORDER BY owed_at, id;
 
+-- name: outbox_counts
+-- For the metrics: deliveries owed (due or not) and dead letters.
+SELECT count(*) FILTER (WHERE NOT dead), count(*) FILTER (WHERE dead) FROM plant_store_outbox;
+
 -- name: probe
 -- Whether the database would refuse writes (a standby, or made read-only).
 SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on';

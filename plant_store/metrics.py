@@ -1,0 +1,183 @@
+"""Prometheus metrics, with the official client: what the service counts, and the text a
+scrape of ``GET /metrics`` reads.
+
+The access log, which already times every request, hands each one over here; so do the
+token check (a refusal), the plant resources (a 503 and its cause), the webhook worker (an
+attempt's outcome) and the store (a durable write's time, a compaction's). The per-request
+step is a dict lookup of the label set's children and two lock-guarded additions: label
+values are looked up once per (route, method, status), not per request.
+
+Labels stay bounded: the route is the template (``/plants/{plant_id}``), or the template
+the router would have chosen for a request refused before routing (a 401), or ``unmatched``;
+a method outside HTTP's own is ``OTHER``.
+
+Several processes (``multiprocess_dir``, a pre-fork server's workers): each counts in files
+of its own there (the client's multiprocess mode, chosen by ``PROMETHEUS_MULTIPROC_DIR``
+when the client is first imported) and a scrape, whichever worker serves it, sums them all,
+those of workers that have ended included, so counters never go back. The two gauges
+(deliveries owed, dead letters) are not kept in those files: they are read from the store
+at each scrape, which the PostgreSQL store's processes share, so no worker's copy can go
+stale when it ends. See :mod:`plant_store.gunicorn_hooks` for making the directory.
+"""
+
+import falcon
+import falcon.routing
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from plant_store.config import Config
+from plant_store.stores import Store, StoreUnavailable
+from plant_store.stores.base import CAUSES, StoreObserver
+
+disable_created_metrics()  # the *_created series: a second time series per series, unused
+
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE",
+                     "CONNECT"})
+UNMATCHED = "unmatched"
+REFUSALS = ("missing", "scheme", "invalid")  # no header, not Bearer, an unknown token
+OUTCOMES = ("delivered", "failed", "dead")  # dead: the last attempt allowed failed
+OPERATIONS = ("create", "delete", "list")
+# Requests take a millisecond or so here; a slow fsync or database tens of them.
+LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+COMPACTION = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
+
+
+def for_config(config: Config, store: Store, multiprocess_dir: str | None = None
+               ) -> "Metrics | None":
+    """The metrics of an app serving ``store``; None when the setting turns them off."""
+    return None if config.metrics == "off" else Metrics(store, multiprocess_dir)
+
+
+class Metrics(StoreObserver):
+    # The app's router (create_app sets it), to name the route of a request refused
+    # before routing: a 401's.
+    router: falcon.routing.CompiledRouter | None = None
+
+    def __init__(self, store: Store, multiprocess_dir: str | None = None) -> None:
+        self._store = store
+        self._multiprocess_dir = multiprocess_dir
+        self.registry = registry = CollectorRegistry(auto_describe=True)
+        self._requests = Counter(
+            "plant_store_http_requests", "Requests answered, by route template, method "
+            "and status.", ("route", "method", "status"), registry=registry)
+        self._latency = Histogram(
+            "plant_store_http_request_duration_seconds", "Time from a request's arrival at "
+            "the app to its answer, by route template and method.", ("route", "method"),
+            buckets=LATENCY, registry=registry)
+        self._writes = Histogram(
+            "plant_store_store_write_duration_seconds", "Durable writes: each JSON-file "
+            "group commit (its fsync, however many requests share it), or each PostgreSQL "
+            "write statement's round trip.", buckets=LATENCY, registry=registry)
+        self._unavailable = Counter(
+            "plant_store_store_unavailable", "Requests answered 503 because the store "
+            "refused, by operation and cause.", ("operation", "cause"), registry=registry)
+        self._attempts = Counter(
+            "plant_store_webhook_attempts", "Webhook delivery attempts, by outcome "
+            "(dead: the last attempt allowed failed).", ("outcome",), registry=registry)
+        self._compactions = Histogram(
+            "plant_store_compaction_duration_seconds", "Compactions of the JSON file and "
+            "their duration.", buckets=COMPACTION, registry=registry)
+        self._refused = Counter(
+            "plant_store_tokens_refused", "Requests refused 401, by reason: no "
+            "Authorization header, another scheme, or a token that is not valid.",
+            ("reason",), registry=registry)
+        for operation in OPERATIONS:  # every series from zero, so rates see the first one
+            for cause in CAUSES:
+                self._unavailable.labels(operation, cause)
+        for outcome in OUTCOMES:
+            self._attempts.labels(outcome)
+        for reason in REFUSALS:
+            self._refused.labels(reason)
+        self._outbox = _OutboxGauges(store)
+        registry.register(self._outbox)
+        self._children: dict[tuple, tuple] = {}
+        store.observer = self
+
+    def request(self, req: falcon.Request, resp: falcon.Response, seconds: float) -> None:
+        """Count one answered request (the access log's step, on every request)."""
+        method = req.method
+        if method not in METHODS:
+            method = "OTHER"
+        key = (req.uri_template, method, resp.status)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children_of(req, method, resp.status)
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def _children_of(self, req: falcon.Request, method: str, status: object) -> tuple:
+        route = req.uri_template
+        if route is None:  # refused before routing (401), or no route (404)
+            found = self.router.find(req.path) if self.router else None
+            return (self._requests.labels(found[3] if found else UNMATCHED, method,
+                                          str(falcon.http_status_to_code(status))),
+                    self._latency.labels(found[3] if found else UNMATCHED, method))
+        children = (self._requests.labels(route, method,
+                                          str(falcon.http_status_to_code(status))),
+                    self._latency.labels(route, method))
+        self._children[(route, method, status)] = children  # routes are few: bounded
+        return children
+
+    def refused(self, reason: str) -> None:
+        self._refused.labels(reason).inc()
+
+    def unavailable(self, operation: str, exc: StoreUnavailable) -> None:
+        self._unavailable.labels(operation, exc.cause).inc()
+
+    def attempted(self, outcome: str) -> None:
+        self._attempts.labels(outcome).inc()
+
+    def wrote(self, seconds: float) -> None:
+        self._writes.observe(seconds)
+
+    def compacted(self, seconds: float) -> None:
+        self._compactions.observe(seconds)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text of a scrape: this process's counts, or every worker's."""
+        if self._multiprocess_dir is None:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry(auto_describe=False)
+        MultiProcessCollector(registry, self._multiprocess_dir)
+        registry.register(self._outbox)
+        return generate_latest(registry)
+
+
+class _OutboxGauges:
+    """The webhook outbox's gauges, read from the store at each scrape; none when the store
+    cannot be read then (the scrape still answers, with the counters)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def describe(self) -> list:
+        return []  # collected at scrape time only
+
+    def collect(self):
+        try:
+            owed, dead = self._store.outbox_counts()
+        except StoreUnavailable:
+            return
+        yield GaugeMetricFamily("plant_store_webhook_deliveries_owed",
+                                "Webhook deliveries owed (not yet delivered, not dead).", owed)
+        yield GaugeMetricFamily("plant_store_webhook_deliveries_dead",
+                                "Webhook deliveries kept as dead letters.", dead)
+
+
+class MetricsResource:
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.data = self._metrics.exposition()
+        resp.content_type = CONTENT_TYPE_LATEST
+
+    on_head = on_get  # the same answer, without its body (Falcon drops it)

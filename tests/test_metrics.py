@@ -1,0 +1,217 @@
+"""``/metrics``: a real scrape of a real server, parsed with the Prometheus client's own
+text parser, counts exactly what was sent; who may read it is a setting; gunicorn's workers
+on one PostgreSQL database add up in one scrape."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import webtest
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import FaultyStore
+from plant_store.app import create_app
+from plant_store.config import Config
+from plant_store.stores import JsonFileStore, Plant
+from plant_store.tokens import TokenFile
+from plant_store.webhooks import new_secret
+from receiver import Receiver
+from serverproc import Server, free_port, http_request
+
+SCRAPE_COPY = os.environ.get("PLANT_STORE_KEEP_SCRAPE")  # a path: keep the scrape there
+
+
+def samples(text):
+    """{(sample name, sorted label items): value} of a scrape."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(scraped, name, **labels):
+    return scraped.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def scrape(request, token=None):
+    status, headers, body = request("GET", "/metrics", token=token)
+    assert status == 200, body
+    assert headers["Content-Type"].startswith("text/plain; version=")
+    return body.decode()
+
+
+def test_a_scrape_after_a_mixed_load_counts_what_was_sent(tmp_path):
+    with Server(tmp_path) as server:
+        token = server.first_token
+        for i in range(5):
+            assert server.request("POST", "/plants", {"id": i, "name": f"p{i}"}, token)[0] == 200
+        assert server.request("POST", "/plants", {"id": 0, "name": "other"}, token)[0] == 409
+        assert server.request("POST", "/plants", {"id": 9, "name": "x"})[0] == 401
+        assert server.request("GET", "/plants", token="not-a-token")[0] == 401
+        for _ in range(3):
+            assert server.request("GET", "/plants", token=token)[0] == 200
+        for i in range(2):
+            assert server.request("DELETE", f"/plants/{i}", token=token)[0] == 204
+        assert server.request("DELETE", "/plants/77", token=token)[0] == 404
+        assert server.request("GET", "/nowhere", token=token)[0] == 404
+        text = scrape(server.request, token)
+    if SCRAPE_COPY:
+        with open(SCRAPE_COPY, "w") as fh:
+            fh.write(text)
+    got = samples(text)
+    requests = "plant_store_http_requests_total"
+    assert value(got, requests, route="/plants", method="POST", status="200") == 5
+    assert value(got, requests, route="/plants", method="POST", status="409") == 1
+    # Refused before routing, and still named by their route, not their path.
+    assert value(got, requests, route="/plants", method="POST", status="401") == 1
+    assert value(got, requests, route="/plants", method="GET", status="401") == 1
+    assert value(got, requests, route="/plants", method="GET", status="200") == 3
+    assert value(got, requests, route="/plants/{plant_id}", method="DELETE", status="204") == 2
+    assert value(got, requests, route="/plants/{plant_id}", method="DELETE", status="404") == 1
+    assert value(got, requests, route="unmatched", method="GET", status="404") == 1
+    assert not any("/plants/0" in str(key) or "/nowhere" in str(key) for key in got)
+    latency = "plant_store_http_request_duration_seconds_count"
+    assert value(got, latency, route="/plants", method="POST") == 7
+    refused = "plant_store_tokens_refused_total"
+    assert value(got, refused, reason="missing") == 1
+    assert value(got, refused, reason="invalid") == 1
+    assert value(got, refused, reason="scheme") == 0
+    # 5 creates and 2 deletes were written; group commit may have shared fsyncs.
+    writes = value(got, "plant_store_store_write_duration_seconds_count")
+    assert 1 <= writes <= 7
+    assert value(got, "plant_store_webhook_deliveries_owed") == 0
+    assert value(got, "plant_store_webhook_deliveries_dead") == 0
+    assert sum(v for (name, _), v in got.items()
+               if name == "plant_store_store_unavailable_total") == 0
+
+
+@pytest.mark.parametrize(("setting", "without", "with_token"), [
+    ("token", 401, 200), ("public", 200, 200), ("off", 401, 404)])
+def test_who_may_read_the_metrics_is_a_setting(tmp_path, setting, without, with_token):
+    with Server(tmp_path, "--metrics", setting) as server:
+        token = server.first_token
+        status, headers, body = server.request("GET", "/metrics")
+        assert status == without
+        if without == 401:
+            assert body["error"] == 401 and "Bearer" in headers["WWW-Authenticate"]
+        assert server.request("GET", "/metrics", token=token)[0] == with_token
+
+
+def test_the_default_is_behind_the_token():
+    assert Config().metrics == "token"
+
+
+def metered_app(tmp_path, store, **settings):
+    config = Config(data_dir=str(tmp_path / "data"), **settings)
+    tokens = TokenFile(str(tmp_path / "tokens.json"), recheck=0)
+    token = tokens.add("t")
+    return webtest.TestApp(create_app(config, store=store, tokens=tokens),
+                           extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
+
+
+def test_a_failed_fsync_is_a_503_counted_by_its_cause(tmp_path):
+    with FaultyStore(str(tmp_path / "data")) as store:
+        app = metered_app(tmp_path, store)
+        store.fail_fsync = True
+        app.post_json("/plants", {"id": 1, "name": "a"}, status=503)
+        store.fail_fsync = False
+        store.fail_write = True
+        app.post_json("/plants", {"id": 2, "name": "b"}, status=503)
+        got = samples(app.get("/metrics").text)
+    unavailable = "plant_store_store_unavailable_total"
+    assert value(got, unavailable, operation="create", cause="fsync") == 1
+    assert value(got, unavailable, operation="create", cause="io") == 1
+
+
+def test_compactions_are_counted_and_timed(tmp_path):
+    with JsonFileStore(str(tmp_path / "data")) as store:
+        app = metered_app(tmp_path, store)
+        for i in range(10):
+            store.create(Plant(i, "x"))
+            store.delete(i)
+        store.compact()
+        got = samples(app.get("/metrics").text)
+    assert value(got, "plant_store_compaction_duration_seconds_count") == 1
+    assert value(got, "plant_store_compaction_duration_seconds_sum") > 0
+
+
+def test_webhook_attempts_by_outcome_and_the_outbox_gauges(tmp_path):
+    good, bad = Receiver(answers=[500]), Receiver(then=500)
+    with good, bad, Server(tmp_path, "--webhook-urls", f"{good.url} {bad.url}",
+                           "--webhook-secret", new_secret(), "--webhook-backoff", "0.05",
+                           "--webhook-max-attempts", "2") as server:
+        token = server.first_token
+        assert server.request("POST", "/plants", {"id": 1, "name": "a"}, token)[0] == 200
+        good.wait_for(1)
+        deadline = time.monotonic() + 15
+        while True:
+            got = samples(scrape(server.request, token))
+            if value(got, "plant_store_webhook_deliveries_dead") == 1 or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    attempts = "plant_store_webhook_attempts_total"
+    assert value(got, attempts, outcome="delivered") == 1
+    assert value(got, attempts, outcome="failed") == 2  # good's first, bad's first
+    assert value(got, attempts, outcome="dead") == 1  # bad's second and last
+    assert value(got, "plant_store_webhook_deliveries_owed") == 0
+    assert value(got, "plant_store_webhook_deliveries_dead") == 1
+
+
+def test_gunicorn_workers_on_postgresql_add_up_in_one_scrape(tmp_path, database_url):
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
+    (metrics_dir / "counter_1.db").write_bytes(b"left by an earlier run")
+    token_file = str(tmp_path / "tokens.json")
+    token = TokenFile(token_file).add("t")
+    port = free_port()
+    env = {**os.environ, "PLANT_STORE_STORE": "postgresql",
+           "PLANT_STORE_DATABASE_URL": database_url, "PLANT_STORE_TOKEN_FILE": token_file,
+           "PLANT_STORE_DATA_DIR": str(tmp_path / "d"), "PLANT_STORE_LOG_LEVEL": "warning",
+           "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    gunicorn = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", "python:plant_store.gunicorn_hooks",
+         "-w", "3", "-b", f"127.0.0.1:{port}", "plant_store.wsgi:application"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if http_request("127.0.0.1", port, "GET", "/ready")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline and gunicorn.poll() is None, "gunicorn failed"
+            time.sleep(0.1)
+        # Every worker answers a first request of its own before the counted ones: the
+        # ready probes above were served too, and are counted apart.
+        creates = []
+
+        def client(n):
+            for i in range(20):
+                creates.append(http_request("127.0.0.1", port, "POST", "/plants",
+                                            {"id": 100 * n + i, "name": "w"}, token)[0])
+
+        clients = [threading.Thread(target=client, args=(n,)) for n in range(6)]
+        for thread in clients:
+            thread.start()
+        for thread in clients:
+            thread.join(60)
+        assert creates == [200] * 120
+        pids = {name.split("_")[-1] for name in os.listdir(metrics_dir)}
+        assert len(pids) >= 2, f"one worker took every request: {os.listdir(metrics_dir)}"
+        got = samples(scrape(lambda *a, **k: http_request("127.0.0.1", port, *a, **k), token))
+        assert value(got, "plant_store_http_requests_total",
+                     route="/plants", method="POST", status="200") == 120
+        assert value(got, "plant_store_store_write_duration_seconds_count") == 120
+        assert not (metrics_dir / "counter_1.db").exists()  # emptied at the start
+    finally:
+        gunicorn.send_signal(signal.SIGTERM)
+        try:
+            gunicorn.wait(15)
+        except subprocess.TimeoutExpired:
+            gunicorn.kill()
+            gunicorn.wait()
+        gunicorn.stderr.close()

@@ -10,7 +10,16 @@ import errno
 import os
 import sys
 
-from plant_store import browse, cli_args, config, logs, server, transfer, webhooks
+from plant_store import (
+    browse,
+    cli_args,
+    config,
+    logs,
+    retry_requests,
+    server,
+    transfer,
+    webhooks,
+)
 from plant_store.stores import DataDirError, JsonFileStore, Store, StoreError, jsonfile, open_store
 from plant_store.stores.lock import StoreLocked
 from plant_store.tokens import TokenError, TokenFile
@@ -207,11 +216,25 @@ def _webhooks(args: argparse.Namespace, cfg: config.Config) -> int:
         return 0
     except StoreLocked:
         pass
+    return _hand_over(cfg, chosen, letters)
+
+
+def _hand_over(cfg: config.Config, chosen: list[str], letters: str) -> int:
+    """Retry dead letters through the server that holds the store (retry_requests)."""
     wait = webhooks.IDLE + 2  # the running server's worker looks every IDLE seconds
-    if not webhooks.request_retry(cfg.data_dir, chosen, wait):
+    request = retry_requests.submit(cfg.data_dir, chosen)
+    try:
+        taken = retry_requests.wait(request, wait)
+    except KeyboardInterrupt:
+        raise StoreError("interrupted; the request was withdrawn before the server took "
+                         "it, so nothing changed") from None
+    if not taken:
         raise StoreError(f"the server running on {os.path.abspath(cfg.data_dir)} did not take "
                          f"the request within {wait:g} s, so nothing changed: it sends webhooks "
                          "only when started with webhook_secret")
+    if not retry_requests.acted(request, wait):
+        raise StoreError("the running server took the request but has not put the dead "
+                         "letters back yet (is its store failing? see its log)")
     print(f"{letters} back in the outbox of the running server, which sends them now")
     return 0
 

@@ -11,9 +11,7 @@ receivers dedupe on the delivery id (``webhook-id``).
 
 import base64
 import collections
-import contextlib
 import logging
-import os
 import random
 import secrets
 import threading
@@ -22,10 +20,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
-import orjson
 from standardwebhooks import Webhook
 
-from plant_store import __version__, durable
+from plant_store import __version__, retry_requests
 from plant_store.bounded_post import post
 from plant_store.config import Config
 from plant_store.stores import Store, StoreUnavailable
@@ -36,9 +33,8 @@ log = logging.getLogger(__name__)
 
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 32  # the spec asks for 24 to 64 random bytes
-RETRY_FILE = "webhooks-retry.json"  # dead letters an operator asked to resend
 MAX_BACKOFF = 3600.0
-IDLE = 5.0  # seconds between looks at the retry file when nothing is due
+IDLE = 5.0  # seconds between looks at retry requests when nothing is due
 
 
 def new_secret() -> str:
@@ -59,30 +55,6 @@ def backoff(first: float, attempts: int) -> float:
     """Seconds before the next try after ``attempts`` failures: doubling, with jitter."""
     delay = min(MAX_BACKOFF, first * 2 ** (attempts - 1))
     return random.uniform(delay / 2, delay)
-
-
-def request_retry(data_dir: str, delivery_ids: list[str], wait: float) -> bool:
-    """Ask the server running on ``data_dir`` to resend these dead letters, and wait up to
-    ``wait`` seconds for its worker to take the request (renaming the file away, so taking
-    and withdrawing cannot both succeed). True if taken; if not, the request is withdrawn:
-    a server without ``webhook_secret`` runs no worker, and nothing would send them."""
-    path = os.path.join(data_dir, RETRY_FILE)
-    wanted = set(delivery_ids)
-    try:
-        with open(path, "rb") as fh:
-            wanted.update(orjson.loads(fh.read()))
-    except FileNotFoundError:
-        pass
-    with durable.replacing(path) as fh:
-        fh.write(orjson.dumps(sorted(wanted)))
-    deadline = time.monotonic() + wait
-    while os.path.exists(path) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return True
-    return False
 
 
 def retry(store: Store, delivery_ids: list[str] | None = None) -> list[str]:
@@ -124,7 +96,8 @@ class WebhookWorker:
         # write; past it, another instance may take over a delivery whose sender died (a
         # slow write of the outcome costs at worst one more send: at least once).
         self._lease = 2 * self._timeout + 1
-        self._retry_file = os.path.join(config.data_dir, RETRY_FILE)
+        self._data_dir = config.data_dir
+        self._ignored_requests: set[str] = set()  # requests that could not be removed
         self._lock = threading.Lock()  # the dispatcher's view against the lanes' updates
         self._due: dict[str, float] = {}  # delivery id -> monotonic time of its next try
         self._busy: set[str] = set()  # URLs with a delivery in flight
@@ -256,22 +229,14 @@ class WebhookWorker:
                 self._due[delivery_id] = time.monotonic() + delay
 
     def _take_retry_requests(self) -> None:
-        """Take an operator's request by renaming it (see ``request_retry``); a request
-        taken by a server that died before acting on it is acted on now."""
-        taken = self._retry_file + ".taken"
-        with contextlib.suppress(FileNotFoundError):
-            os.rename(self._retry_file, taken)
-        try:
-            with open(taken, "rb") as fh:
-                wanted = orjson.loads(fh.read())
-        except FileNotFoundError:
-            return
-        except (OSError, orjson.JSONDecodeError) as exc:
-            log.error("cannot read %s: %s", taken, exc)
-            return
-        resent = retry(self._store, [str(i) for i in wanted] if isinstance(wanted, list) else [])
-        os.unlink(taken)
-        log.info("dead letters back in the outbox on request: %s", " ".join(resent) or "none")
+        """Act on the dead-letter retries an operator asked for (see retry_requests)."""
+
+        def act(ids: list[str]) -> None:
+            resent = retry(self._store, ids)
+            log.info("dead letters back in the outbox on request: %s",
+                     " ".join(resent) or "none")
+
+        retry_requests.take(self._data_dir, act, self._ignored_requests)
 
 
 def start(config: Config, store: Store,

@@ -74,7 +74,10 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str 
     parts = urlsplit(url)
     connection_class = (http.client.HTTPSConnection if parts.scheme == "https"
                         else http.client.HTTPConnection)
-    connection = connection_class(parts.hostname, parts.port, timeout=timeout)
+    try:  # config refuses such URLs; one owed from before that check fails like a refusal
+        connection = connection_class(parts.hostname, parts.port, timeout=timeout)
+    except ValueError as exc:
+        return escape(f"ValueError: {url}: {exc}")[:ERROR_LIMIT]
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     watchdog = Watchdog(connection, timeout)
     error = None

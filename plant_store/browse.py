@@ -11,7 +11,7 @@ The memory store lives inside its server's process only.
 import itertools
 from collections.abc import Iterator
 
-from plant_store.config import Config
+from plant_store.config import INTEGER, Config
 from plant_store.stores import Plant, StoreError, jsonfile, open_store
 from plant_store.stores.journal import INT64_MAX, INT64_MIN, decode_plant
 
@@ -19,10 +19,7 @@ PAGE = 1000
 
 
 def parse_id(text: str) -> int:
-    try:
-        plant_id = int(text)
-    except ValueError:
-        plant_id = None
+    plant_id = int(text) if INTEGER.fullmatch(text) else None  # as the API reads an id
     if plant_id is None or not INT64_MIN <= plant_id <= INT64_MAX:
         raise StoreError(f"id {text!r}: must be an integer from {INT64_MIN} to {INT64_MAX}")
     return plant_id
@@ -30,8 +27,6 @@ def parse_id(text: str) -> int:
 
 def walk(config: Config, limit: int | None = None) -> Iterator[Plant]:
     """The plants in creation order, at most ``limit`` of them."""
-    if limit is not None and limit < 1:
-        raise StoreError(f"--limit {limit}: must be at least 1")
     left = limit
     if config.store == "jsonfile":
         state = jsonfile.inspect(config.data_dir)

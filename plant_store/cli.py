@@ -8,6 +8,7 @@ unknown token label) ends with one line on stderr and exit status 2, not a trace
 import argparse
 import errno
 import os
+import socket
 import sys
 
 from plant_store import (
@@ -47,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     except (config.ConfigError, StoreError, TokenError, transfer.TransferError) as exc:
         print(f"plant-store: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader stopped early (| head): not an error to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C in a command that has nothing to undo
+        print("plant-store: interrupted", file=sys.stderr)
+        return 130
 
 
 def _run(args: argparse.Namespace, cfg: config.Config) -> int:
@@ -70,6 +77,11 @@ def _run(args: argparse.Namespace, cfg: config.Config) -> int:
 
 
 def _serve(cfg: config.Config, tokens: TokenFile) -> int:
+    try:  # as waitress will look it up; its own error would be a traceback
+        socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise cfg.blame("host", f"cannot listen on {cfg.host}:{cfg.port}: {reason}") from None
     store = open_store(cfg)
 
     def announce(url: str) -> None:

@@ -22,6 +22,12 @@ DATABASE = ("database_url", "database_timeout")
 TOKENS = ("data_dir", "token_file")
 
 
+def _count(text: str) -> int:
+    if not config.INTEGER.fullmatch(text) or not 1 <= int(text) <= 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer from 1 to {2**31 - 1}")
+    return int(text)
+
+
 def _shown(setting: config.Setting) -> str:
     return setting.default if setting.default else "empty"
 
@@ -65,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
                     "plants_command")
     listing = _command(plants, "list", "list the plants in creation order: id, name, tag",
                        STORE)
-    listing.add_argument("--limit", type=int, metavar="N", help="at most N plants")
+    listing.add_argument("--limit", type=_count, metavar="N", help="at most N plants")
     get = _command(plants, "get", "show one plant as JSON, id included", STORE)
     get.add_argument("id", metavar="ID", help="the plant's id")
 

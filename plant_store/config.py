@@ -8,7 +8,9 @@ Precedence, lowest first: defaults, INI file, environment, flags.
 import base64
 import binascii
 import configparser
+import ipaddress
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,12 +24,12 @@ class ConfigError(Exception):
     """A setting has a value the service cannot run with."""
 
 
+INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits only, as the API reads an id
+
+
 def _int_in(low: int, high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
+        value = int(text) if INTEGER.fullmatch(text.strip()) else None
         if value is None or not low <= value <= high:
             raise ValueError(f"must be an integer from {low} to {high}")
         return value
@@ -52,8 +54,13 @@ def _urls(text: str) -> tuple[str, ...]:
     urls = tuple(text.replace(",", " ").split())
     for url in urls:
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{url!r} is not an http:// or https:// URL")
+        try:
+            port = parts.port  # parsed on access: ValueError when not a number, or too big
+        except ValueError:
+            port = -1
+        if parts.scheme not in ("http", "https") or not parts.hostname or port == 0 or (
+                port == -1):
+            raise ValueError(f"{url!r} is not an http:// or https:// URL with a valid port")
     return urls
 
 
@@ -123,7 +130,26 @@ def _prefix(text: str) -> str:
     prefix = text.strip().rstrip("/")
     if prefix and not prefix.startswith("/"):
         raise ValueError("must start with /")
+    if not prefix.isprintable() or " " in prefix:
+        raise ValueError("must be a path without spaces or control characters")
     return prefix
+
+
+def _path(text: str) -> str:
+    if "\0" in text:
+        raise ValueError("a path cannot hold a NUL character")
+    return text
+
+
+def _address(text: str) -> str:
+    """An IP address or '*': waitress compares it with the peer's address as a string."""
+    address = text.strip()
+    if address and address != "*":
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise ValueError("must be an IP address (the proxy's), or *") from None
+    return address
 
 
 @dataclass(frozen=True)
@@ -180,11 +206,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("statement_timeout", _float_in(0.1, 3600), "5",
             "Seconds a PostgreSQL statement may run before it is cancelled (503): no request "
             "waits forever on a lock or a stalled server.", unit="SECONDS"),
-    Setting("data_dir", str, "plant-store-data",
+    Setting("data_dir", _path, "plant-store-data",
             "Directory of the JSON-file store (plants.jsonl) and the default token file; a "
             "relative one is taken from the directory the command starts in.",
             unit="DIR"),
-    Setting("token_file", str, "",
+    Setting("token_file", _path, "",
             "File of token hashes; empty means <data_dir>/tokens.json.", unit="FILE"),
     Setting("lock_timeout", _float_in(0, 3600), "10",
             "Seconds a starting server waits for the process that owns data_dir to let go "
@@ -207,7 +233,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Lowest level logged to stderr; 'info' includes one access line per request."),
     Setting("log_format", _one_of("text", "json"), "text",
             "'text' lines, or 'json': one JSON object per line, for log shippers."),
-    Setting("trusted_proxy", str, "",
+    Setting("trusted_proxy", _address, "",
             "Address of the reverse proxy whose forwarded headers are believed (e.g. "
             "127.0.0.1; '*' for any peer). Empty: forwarded headers are ignored.", unit="ADDRESS"),
     Setting("trusted_proxy_headers", _header_list, "x-forwarded-for x-forwarded-proto "
@@ -353,14 +379,27 @@ def setting_text(config: Config, name: str) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _ini_problem(exc: configparser.Error) -> str:
+    """What is wrong with an INI file, by line, without its text (a secret, maybe)."""
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        return f"line {exc.lineno} comes before any section; settings go under [{SECTION}]"
+    if isinstance(exc, configparser.DuplicateSectionError | configparser.DuplicateOptionError):
+        return f"line {exc.lineno} repeats a section or a setting"
+    if isinstance(exc, configparser.ParsingError):
+        return f"line {exc.errors[0][0]} is not 'name = value'"
+    return type(exc).__name__
+
+
 def _read_ini(path: str) -> dict[str, tuple[str, str]]:
     # "port = 8080    # a comment" as a reader would mean it, not a port of "8080    # ...".
     parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=("#", ";"))
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:  # a BOM, as some editors write, is fine
             parser.read_file(fh)
-    except (OSError, UnicodeDecodeError, configparser.Error) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    except configparser.Error as exc:  # its message quotes the line: a secret, maybe
+        raise ConfigError(f"config file {path}: {_ini_problem(exc)}") from None
     if not parser.has_section(SECTION):
         raise ConfigError(f"config file {path} has no [{SECTION}] section")
     raw = {}

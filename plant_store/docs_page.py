@@ -73,7 +73,7 @@ class DocsAssetResource:
         resp.etag = etag
         resp.cache_control = [ASSET_CACHING]
         resp.set_header("X-Content-Type-Options", "nosniff")
-        if etag in (req.if_none_match or ()):
+        if {etag, "*"} & set(req.if_none_match or ()):  # "*": any current version (RFC 9110)
             resp.status = falcon.HTTP_304
             return
         resp.data = data

@@ -153,8 +153,9 @@ class TokenFile:
 
     def add(self, label: str) -> str:
         """Make a token, store its hash under ``label``, and return it (the only copy)."""
-        if not label or label != label.strip():
-            raise TokenError("a token label must be non-empty, without surrounding spaces")
+        if not label or label != label.strip() or not label.isprintable():
+            raise TokenError("a token label must be non-empty, printable, without surrounding "
+                             "spaces")
         with self._changing():
             return self._add(label)
 

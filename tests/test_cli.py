@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from plant_store.stores import JsonFileStore, Plant
 from plant_store.tokens import TokenFile
 from serverproc import Server, run_cli
 
@@ -165,3 +166,42 @@ def test_a_bad_webhook_secret_is_one_line_that_does_not_show_it(tmp_path):
     line = one_error_line(result)
     assert "webhook_secret (from environment PLANT_STORE_WEBHOOK_SECRET)" in line
     assert "plant-store webhooks secret" in line and secret not in result.stdout + line
+
+
+def test_operator_mistakes_found_by_the_hostile_pass_are_one_line_each(tmp_path):
+    data = tmp_path / "data"
+    with Server(data) as server:
+        server.request("POST", "/plants", {"id": 1, "name": "Fern"}, token=server.first_token)
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "plants.jsonl")
+    for args, says in [
+        (("serve", "--host", "999.1.1.1", "--store", "memory", "--data-dir", str(tmp_path)),
+         "setting host='999.1.1.1' (from flag --host): cannot listen on 999.1.1.1:8080: "),
+        (("plants", "get", "+1", "--data-dir", str(data)), "must be an integer"),
+        (("plants", "get", "\u0661", "--data-dir", str(data)), "must be an integer"),
+        (("token", "add", "--label", "two\nlines", "--data-dir", str(data)), "printable"),
+        (("check", "--data-dir", str(fifo)), "plants.jsonl: not a regular file"),
+        (("plants", "list", "--data-dir", str(fifo)), "plants.jsonl: not a regular file"),
+    ]:
+        result = run_cli(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert says in one_error_line(result), args
+    huge = run_cli("plants", "list", "--limit", "9223372036854775808", "--data-dir", str(data))
+    assert huge.returncode == 2 and "is not an integer from 1 to" in huge.stderr
+    assert "Traceback" not in huge.stderr
+
+
+def test_a_reader_that_stops_early_ends_plants_list_quietly(tmp_path):
+    data = tmp_path / "data"
+    with JsonFileStore(str(data)) as store:
+        for plant_id in range(20000):
+            store.create(Plant(plant_id, "a long enough name " * 4))
+    listing = subprocess.Popen([sys.executable, "-m", "plant_store", "plants", "list",
+                                "--data-dir", str(data)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    assert listing.stdout.readline().startswith(b"0\t")
+    listing.stdout.close()  # as head -1 does
+    assert listing.wait(timeout=30) == 1
+    with listing.stderr:
+        assert listing.stderr.read() == b""

@@ -45,6 +45,14 @@ def test_example_file_lists_every_setting_with_its_default():
     ({"PLANT_STORE_METRICS": "everyone"}, "metrics='everyone'"),
     ({"PLANT_STORE_CORS_ALLOW_ORIGINS": "garden.example"}, "garden.example' is not an origin"),
     ({"PLANT_STORE_CORS_ALLOW_ORIGINS": "https://a.example/app"}, "is not an origin"),
+    # From the hostile pass: each of these was taken, and failed later or never.
+    ({"PLANT_STORE_WEBHOOK_URLS": "http://127.0.0.1:99999/"}, "with a valid port"),
+    ({"PLANT_STORE_WEBHOOK_URLS": "http://a:b/"}, "with a valid port"),
+    ({"PLANT_STORE_PORT": "\u0661\u0668\u0665\u0660\u0662"}, "must be an integer"),
+    ({"PLANT_STORE_PORT": "+80"}, "must be an integer"),
+    ({"PLANT_STORE_DATA_DIR": "a\0b"}, "cannot hold a NUL"),
+    ({"PLANT_STORE_TRUSTED_PROXY": "not an ip"}, "must be an IP address"),
+    ({"PLANT_STORE_URL_PREFIX": "/a b"}, "without spaces or control characters"),
 ])
 def test_bad_values_name_the_setting_and_source(source, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -119,3 +127,24 @@ def test_a_webhook_secret_that_is_not_whsec_is_refused_and_never_shown(secret):
     with pytest.raises(ConfigError) as refused:
         Config(webhook_secret=secret)
     assert str(refused.value).startswith("setting webhook_secret: must be whsec_")
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("webhook_secret = whsec_TOPSECRET\n[plant-store]\n",
+     "line 1 comes before any section; settings go under [plant-store]"),
+    ("[plant-store]\nwebhook_secret whsec_TOPSECRET\n", "line 2 is not 'name = value'"),
+    ("[plant-store]\nwebhook_secret = whsec_TOPSECRET\nwebhook_secret = x\n",
+     "line 3 repeats a section or a setting"),
+])
+def test_a_malformed_ini_file_says_which_line_without_quoting_it(tmp_path, text, says):
+    ini = tmp_path / "a.ini"
+    ini.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load(str(ini))
+    assert str(raised.value) == f"config file {ini}: {says}"
+
+
+def test_an_ini_file_saved_with_a_byte_order_mark_is_read(tmp_path):
+    ini = tmp_path / "a.ini"
+    ini.write_bytes(b"\xef\xbb\xbf[plant-store]\nport = 9001\n")
+    assert load(str(ini)).port == 9001

@@ -7,6 +7,7 @@ unknown token label) ends with one line on stderr and exit status 2, not a trace
 
 import argparse
 import errno
+import logging
 import os
 import socket
 import sys
@@ -23,7 +24,7 @@ from plant_store import (
 )
 from plant_store.stores import DataDirError, JsonFileStore, Store, StoreError, jsonfile, open_store
 from plant_store.stores.lock import StoreLocked
-from plant_store.tokens import TokenError, TokenFile
+from plant_store.tokens import TokenError, TokenFile, TokenFileError
 from plant_store.words import counted
 
 FIRST_TOKEN_LABEL = "initial"
@@ -41,10 +42,14 @@ def main(argv: list[str] | None = None) -> int:
         level = cfg.log_level if args.command == "serve" else max(
             cfg.log_level, "warning", key=config.LOG_LEVELS.index)
         logs.configure(level, cfg.log_format)
+        if args.command != "serve":  # its warnings while connecting repeat the one error
+            logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         try:
             return _run(args, cfg)
         except DataDirError as exc:
             raise cfg.blame("data_dir", str(exc)) from None
+        except TokenFileError as exc:
+            raise cfg.blame("token_file", str(exc)) from None
     except (config.ConfigError, StoreError, TokenError, transfer.TransferError) as exc:
         print(f"plant-store: error: {exc}", file=sys.stderr)
         return 2

@@ -33,6 +33,11 @@ class TokenError(Exception):
     """A token command cannot be carried out; the message is meant for the operator."""
 
 
+class TokenFileError(TokenError):
+    """The token file itself cannot be used: the operator's fix is to ``token_file`` (or the
+    ``data_dir`` it defaults to), so the command line names that setting."""
+
+
 @dataclass(frozen=True)
 class TokenEntry:
     label: str
@@ -128,10 +133,10 @@ class TokenFile:
         except FileNotFoundError:
             return []
         except (OSError, ValueError, RecursionError) as exc:
-            raise TokenError(f"cannot read token file {self.path}: {exc}") from None
+            raise TokenFileError(f"cannot read token file {self.path}: {exc}") from None
         tokens = data.get("tokens") if isinstance(data, dict) else None
         if not isinstance(tokens, list) or not all(map(_is_entry, tokens)):
-            raise TokenError(f"cannot read token file {self.path}: not a list of tokens, "
+            raise TokenFileError(f"cannot read token file {self.path}: not a list of tokens, "
                              f"each an object of the strings {', '.join(_FIELDS)} "
                              "(sha256 in lowercase hex)")
         return [TokenEntry(**entry) for entry in tokens]
@@ -192,7 +197,7 @@ class TokenFile:
             os.makedirs(directory, exist_ok=True)
             fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            raise TokenError(f"cannot lock token file {self.path}: {exc.strerror}") from None
+            raise TokenFileError(f"cannot lock token file {self.path}: {exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -205,4 +210,4 @@ class TokenFile:
             with durable.replacing(self.path) as fh:
                 fh.write(json.dumps({"tokens": [asdict(e) for e in entries]}, indent=1).encode())
         except OSError as exc:
-            raise TokenError(f"cannot write token file {self.path}: {exc.strerror}") from None
+            raise TokenFileError(f"cannot write token file {self.path}: {exc.strerror}") from None

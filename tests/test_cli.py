@@ -183,6 +183,8 @@ def test_operator_mistakes_found_by_the_hostile_pass_are_one_line_each(tmp_path)
         (("token", "add", "--label", "two\nlines", "--data-dir", str(data)), "printable"),
         (("check", "--data-dir", str(fifo)), "plants.jsonl: not a regular file"),
         (("plants", "list", "--data-dir", str(fifo)), "plants.jsonl: not a regular file"),
+        (("token", "add", "--label", "a", "--data-dir", str(data / "plants.jsonl")),
+         f"setting token_file='{data}/plants.jsonl/tokens.json' (from default): cannot lock"),
     ]:
         result = run_cli(*args)
         assert result.returncode == 2, (args, result.stderr)

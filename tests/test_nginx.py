@@ -235,6 +235,7 @@ def wait_for_line(server, needle, timeout=5):
     (b"GET /api/health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 400),
     (b"GET /api/" + b"a" * 20000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
     (b"GET /elsewhere HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+    (b"GET /api HTTP/1.1\r\nHost: x\r\n\r\n", 404),  # not nginx's HTML redirect
     (b"TRACE /api/plants HTTP/1.1\r\nHost: x\r\n\r\n", 405),
     (b"POST /api/plants HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
     (b"GET /api/plants HTTP/2.0\r\nHost: x\r\n\r\n", 505),

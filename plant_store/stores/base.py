@@ -66,6 +66,13 @@ class Conflict(StoreError):
         self.stored = stored
 
 
+def kept(data: bytes) -> bytes:
+    """A copy of ``data`` of its own size, for bytes kept as long as a plant: orjson 3.11
+    and later return bytes that hold a buffer of about 4 KiB (4,120 bytes resident each,
+    measured with 3.13.0), 20 times the plant itself."""
+    return bytes(memoryview(data))
+
+
 def replay(stored: Plant, plant: Plant) -> Plant:
     """Settle a create for an id that is already stored: same plant or conflict."""
     if stored != plant:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from plant_store.stores.base import Plant, StoreError
+from plant_store.stores.base import Plant, StoreError, kept
 from plant_store.stores.order import CreationOrder
 from plant_store.stores.outbox import STATES, Delivery, Outbox, new_plant_json
 
@@ -36,7 +36,8 @@ def encode_create(plant: Plant, deliveries: list[Delivery] | tuple = ()) -> byte
         record["tag"] = plant.tag
     if deliveries:
         record["webhooks"] = [{"id": d.id, "url": d.url} for d in deliveries]
-    return orjson.dumps(record)
+    return kept(orjson.dumps(record))
+
 
 
 def encode_delete(plant_id: int) -> bytes:

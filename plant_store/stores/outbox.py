@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import orjson
 
-from plant_store.stores.base import Plant
+from plant_store.stores.base import Plant, kept
 
 STATES = ("delivered", "failed", "dead", "retry")
 
@@ -26,7 +26,7 @@ def new_plant_json(plant: Plant) -> bytes:
     fields = {"id": plant.id, "name": plant.name}
     if plant.tag is not None:
         fields["tag"] = plant.tag
-    return orjson.dumps(fields)
+    return kept(orjson.dumps(fields))  # kept until delivered: see base.kept
 
 
 def deliveries_for(plant: Plant, urls: tuple[str, ...]) -> list[Delivery]:

@@ -82,6 +82,10 @@ def _run(args: argparse.Namespace, cfg: config.Config) -> int:
 
 
 def _serve(cfg: config.Config, tokens: TokenFile) -> int:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # read when the metrics were imported
+        raise StoreError("PROMETHEUS_MULTIPROC_DIR is set, but 'plant-store serve' is one "
+                         "process and counts its metrics itself: unset it (it is for the "
+                         "workers of a pre-fork server)")
     try:  # as waitress will look it up; its own error would be a traceback
         socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (OSError, UnicodeError, ValueError) as exc:

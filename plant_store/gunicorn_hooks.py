@@ -34,11 +34,26 @@ else:
     _made = None
 
 
+# Each worker's files grow a page at a time through mmap: on a full file system the write
+# faults and the kernel kills the worker (SIGBUS), mid-request, after its commit.
+MIN_FREE = 64 << 20  # bytes free in the directory at start
+
+
 def on_starting(server: object) -> None:
+    """Refuse to start, in one line, with a directory the workers could not write."""
     directory = os.environ[ENV]
-    os.makedirs(directory, exist_ok=True)
-    for path in glob.glob(os.path.join(directory, "*.db")):
-        os.unlink(path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for path in glob.glob(os.path.join(directory, "*.db")):
+            os.unlink(path)
+        tempfile.TemporaryFile(dir=directory).close()
+        stats = os.statvfs(directory)
+    except OSError as exc:
+        raise SystemExit(f"plant-store: error: {ENV}={directory}: {exc.strerror}") from None
+    free = stats.f_bavail * stats.f_frsize
+    if free < MIN_FREE:
+        raise SystemExit(f"plant-store: error: {ENV}={directory}: {free >> 20} MiB free; the "
+                         f"workers' metrics need at least {MIN_FREE >> 20} MiB")
 
 
 def on_exit(server: object) -> None:

@@ -19,7 +19,9 @@ from collections.abc import Callable, Iterable
 from plant_store import errors, metrics, webhooks
 from plant_store.app import create_app
 from plant_store.config import Config
+from plant_store.operational import HEALTHY
 from plant_store.stores import Store, StoreError, open_store
+from plant_store.stores.lock import StoreLocked
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +46,13 @@ class LazyApp:
         self._building = threading.Lock()
         self._built: tuple[int | None, Callable | None] = (None, None)  # (PID, app)
         self._failed: tuple[int | None, float, str] = (None, 0.0, "")  # (PID, retry at, why)
+        self._told = ""  # what the 503 says of why
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         pid, app = self._built
         if pid != os.getpid():
+            if environ.get("PATH_INFO") == "/health":  # liveness: the process serves
+                return _alive(environ, start_response)
             app = self._build()
             if app is None:
                 return self._unavailable(start_response)
@@ -67,11 +72,12 @@ class LazyApp:
                 return None
             try:
                 app = self._create(self._config.lock_timeout if failed_pid != pid else 0.0)
-            except StoreError as exc:
+            except (StoreError, OSError) as exc:  # OSError: the metrics' directory
                 if failed_pid != pid or str(exc) != reason:
                     log.error("plant-store process %d answers 503 until it can open the "
                               "store: %s", pid, exc)
                 self._failed = (pid, time.monotonic() + RETRY_INTERVAL, str(exc))
+                self._told = str(exc) if isinstance(exc, StoreLocked) else "see its log"
                 return None
             self._built = (pid, app)
             return app
@@ -92,12 +98,22 @@ class LazyApp:
         return app
 
     def _unavailable(self, start_response: Callable) -> list[bytes]:
-        message = f"The store is unavailable in this server process: {self._failed[2]}."
+        # Only the lock's owner is told to clients: the database's name and host are not.
+        message = f"The store is unavailable in this server process: {self._told}."
         body = errors.document(503, message)
         start_response("503 Service Unavailable", [
             ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
             ("Retry-After", f"{RETRY_INTERVAL:g}")])
         return [body]
+
+
+def _alive(environ: dict, start_response: Callable) -> list[bytes]:
+    """``GET /health`` before the app is built, or while it cannot be: 200, as the app's own
+    answer, without waiting to open a store (a database that is down is not a reason to
+    restart this process)."""
+    start_response("200 OK", [("Content-Type", "application/json"),
+                              ("Content-Length", str(len(HEALTHY)))])
+    return [] if environ.get("REQUEST_METHOD") == "HEAD" else [HEALTHY]
 
 
 def _close(pid: int, store: Store, worker: webhooks.WebhookWorker | None) -> None:

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 
+import mounts
 import pytest
 import webtest
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,7 +21,7 @@ from plant_store.stores import JsonFileStore, Plant
 from plant_store.tokens import TokenFile
 from plant_store.webhooks import new_secret
 from receiver import Receiver
-from serverproc import Server, free_port, http_request
+from serverproc import Server, free_port, http_request, run_cli
 
 SCRAPE_COPY = os.environ.get("PLANT_STORE_KEEP_SCRAPE")  # a path: keep the scrape there
 
@@ -215,3 +216,30 @@ def test_gunicorn_workers_on_postgresql_add_up_in_one_scrape(tmp_path, database_
             gunicorn.kill()
             gunicorn.wait()
         gunicorn.stderr.close()
+
+
+def test_gunicorn_refuses_a_metrics_directory_its_workers_could_not_write(tmp_path):
+    """A full file system would kill workers by SIGBUS mid-request; a read-only one would
+    drop every request: both are refused at start, in one line."""
+    for options, says in (("size=64k", "MiB free; the workers' metrics need at least 64 MiB"),
+                          ("size=1m,ro", "Read-only file system")):
+        with mounts.tmpfs(tmp_path / "m", options.split(",")[0].split("=")[1]) as small:
+            if options.endswith(",ro"):
+                mounts.remount(small, "ro")
+            result = subprocess.run(
+                [sys.executable, "-m", "gunicorn", "-c", "python:plant_store.gunicorn_hooks",
+                 "-b", f"127.0.0.1:{free_port()}", "plant_store.wsgi:application"],
+                env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(small),
+                     "PLANT_STORE_STORE": "memory", "PLANT_STORE_DATA_DIR": str(tmp_path)},
+                capture_output=True, text=True, timeout=30)
+        assert result.returncode != 0
+        assert f"plant-store: error: PROMETHEUS_MULTIPROC_DIR={small}: " in result.stderr
+        assert says in result.stderr, result.stderr
+
+
+def test_serve_refuses_a_multiprocess_directory_it_would_never_empty(tmp_path):
+    result = run_cli("serve", "--store", "memory", "--data-dir", str(tmp_path),
+                     env={"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)})
+    assert result.returncode == 2
+    assert "PROMETHEUS_MULTIPROC_DIR is set, but 'plant-store serve' is one process" in (
+        result.stderr)

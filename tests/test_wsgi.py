@@ -62,7 +62,7 @@ def test_importing_reads_the_settings_but_opens_nothing(tmp_path):
     assert result.returncode == 1 and "ConfigError: setting port='eighty'" in result.stderr
 
 
-def call(app, path="/health"):
+def call(app, path="/ready"):
     """One request straight to a WSGI callable: (status code, JSON body)."""
     answer = {}
     body = b"".join(app(falcon.testing.create_environ(path),
@@ -81,16 +81,31 @@ def test_a_process_that_cannot_open_the_store_answers_503_until_it_can(tmp_path,
     assert time.monotonic() - started >= 0.4  # the first try waits for the owner
     assert f"in use by another plant-store process (PID {os.getpid()})" in message
     started = time.monotonic()
-    assert_error(app.get("/health", status=503), 503)  # within the second: not tried
+    assert_error(app.get("/ready", status=503), 503)  # within the second: not tried
     time.sleep(lazy_app.RETRY_INTERVAL)
-    assert_error(app.get("/health", status=503), 503)  # tried again, at once
+    assert_error(app.get("/ready", status=503), 503)  # tried again, at once
     assert time.monotonic() - started < lazy_app.RETRY_INTERVAL + 0.3
     owner.close()
-    assert_error(app.get("/health", status=503), 503)  # the next try is a second away
+    assert_error(app.get("/ready", status=503), 503)  # the next try is a second away
     time.sleep(lazy_app.RETRY_INTERVAL)
     assert app.post_json("/plants", {"id": 1, "name": "x"}).json == {"name": "x"}
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and f"(PID {os.getpid()})" in errors[0]  # one line, not one a try
+
+
+def test_health_answers_at_once_while_the_store_cannot_be_opened(tmp_path):
+    # Liveness: a store that is locked (or a database that is down) is no reason to restart.
+    config = Config(data_dir=str(tmp_path), lock_timeout=5)
+    with JsonFileStore(str(tmp_path)):
+        app = LazyApp(config)
+        started = time.monotonic()
+        assert call(app, "/health") == (200, {"status": "ok"})
+        assert time.monotonic() - started < 1  # not the lock_timeout of a build
+        status, body = call(LazyApp(Config(store="postgresql", lock_timeout=0,
+                                           database_url="postgresql://u@/db?host=/nonexistent",
+                                           database_timeout=0.2)), "/plants")
+    assert status == 503 and body["message"] == (
+        "The store is unavailable in this server process: see its log.")  # not the database
 
 
 def test_concurrent_first_requests_build_the_app_once(tmp_path):
@@ -117,7 +132,7 @@ def test_a_forked_copy_of_a_built_app_builds_its_own(tmp_path):
     # The copy must not write through the parent's store; it opens its own, which the
     # parent holds, so it answers 503 naming the parent.
     app = LazyApp(Config(data_dir=str(tmp_path), lock_timeout=0))
-    assert call(app) == (200, {"status": "ok"})
+    assert call(app) == (200, {"status": "ready"})
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -130,4 +145,4 @@ def test_a_forked_copy_of_a_built_app_builds_its_own(tmp_path):
     with os.fdopen(read) as pipe:
         status, body = json.load(pipe)
     assert status == 503 and f"(PID {os.getpid()})" in body["message"]
-    assert call(app) == (200, {"status": "ok"})
+    assert call(app) == (200, {"status": "ready"})

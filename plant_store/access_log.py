@@ -65,7 +65,9 @@ class AccessLog:
         elapsed = time.perf_counter() - req.context.started
         if self._on_response is not None:
             self._on_response(req, resp, elapsed)
-        if req.path in self._quiet or req.path.startswith(self._quiet_prefixes):
+        # Probes are quiet, unless refused: a 401 there is someone guessing tokens.
+        if (req.path in self._quiet or req.path.startswith(self._quiet_prefixes)) and (
+                falcon.http_status_to_code(resp.status) < 400):
             if not self._debug:
                 return
             level = "DEBUG"

@@ -52,7 +52,7 @@ def create_app(
     middleware = [access_log, auth]
     if config.cors_allow_origins:  # first, so its headers reach every answer, 401s too
         origins = config.cors_allow_origins
-        middleware.insert(0, falcon.CORSMiddleware(
+        middleware.insert(0, _CORS(
             allow_origins="*" if "*" in origins else origins, expose_headers=CORS_EXPOSED))
     router = falcon.routing.CompiledRouter()
     app = falcon.App(middleware=middleware, router=router)
@@ -73,6 +73,17 @@ def create_app(
         counted.router = router
         app.add_route("/metrics", metrics.MetricsResource(counted))
     return app
+
+
+class _CORS(falcon.CORSMiddleware):
+    """Falcon's CORS, plus ``Vary: Origin`` when the answer depends on the origin (a list of
+    them, not ``*``), so that a shared cache never gives one origin's answer to another."""
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: object,
+                         req_succeeded: bool) -> None:
+        super().process_response(req, resp, resource, req_succeeded)
+        if self.allow_origins != "*":
+            resp.append_header("Vary", "Origin")
 
 
 def _ignore(*args: object) -> None:

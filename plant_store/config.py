@@ -117,13 +117,24 @@ def _webhook_secret(text: str) -> str:
 
 
 def _origins(text: str) -> tuple[str, ...]:
-    origins = tuple(text.replace(",", " ").split())
-    for origin in origins:
+    """Each origin as a browser sends it (lower case, no default port), so that it matches."""
+    origins = []
+    for origin in text.replace(",", " ").split():
         parts = urlsplit(origin)
-        if origin != "*" and (parts.scheme not in ("http", "https") or not parts.hostname
-                              or parts.path or parts.query or parts.fragment):
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if origin != "*" and (parts.scheme.lower() not in ("http", "https") or not parts.hostname
+                              or port == -1 or parts.path or parts.query or parts.fragment):
             raise ValueError(f"{origin!r} is not an origin (scheme://host[:port]) or *")
-    return origins
+        if origin != "*":
+            scheme, host = parts.scheme.lower(), parts.hostname
+            host = f"[{host}]" if ":" in host else host
+            default = {"http": 80, "https": 443}[scheme]
+            origin = f"{scheme}://{host}" + (f":{port}" if port and port != default else "")
+        origins.append(origin)
+    return tuple(origins)
 
 
 def _prefix(text: str) -> str:

@@ -66,6 +66,15 @@ def test_probes_are_logged_only_at_debug(tokens, token):
         ["DEBUG", "[plant_store.access]", "127.0.0.1", "GET", "/health", "200"]]
 
 
+def test_a_refused_probe_path_is_logged_at_info(tokens, token):
+    # Someone guessing tokens against /metrics must leave lines, with their address.
+    app, stream = logged_app(tokens, token)
+    app.extra_environ = {"HTTP_AUTHORIZATION": "Bearer guess"}
+    app.get("/metrics", status=401)
+    assert [line.split()[2:8] for line in lines_when(stream, 1)] == [
+        ["INFO", "[plant_store.access]", "127.0.0.1", "GET", "/metrics", "401"]]
+
+
 def test_no_access_lines_above_info(tokens, token):
     app, stream = logged_app(tokens, token, "warning")
     app.post_json("/plants", {"id": 1, "name": "x"}, status=200)

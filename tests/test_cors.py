@@ -53,3 +53,13 @@ def test_cors_is_off_by_default(tmp_path):
         preflight = server.request("OPTIONS", "/plants", headers=PREFLIGHT)
         assert preflight[0] == 401
         assert "access-control-allow-origin" not in headers_of(preflight)
+
+
+def test_answers_vary_by_origin_and_origins_match_as_browsers_send_them(tmp_path):
+    with Server(tmp_path, "--cors-allow-origins", "HTTPS://Garden.Example:443") as server:
+        answer = server.request("GET", "/health", headers={"Origin": ORIGIN})
+        other = server.request("GET", "/health", headers={"Origin": "https://elsewhere.example"})
+    assert headers_of(answer)["access-control-allow-origin"] == ORIGIN
+    assert headers_of(answer)["vary"] == "Origin"
+    assert "access-control-allow-origin" not in headers_of(other)
+    assert headers_of(other)["vary"] == "Origin"  # a cache must not reuse it for ORIGIN

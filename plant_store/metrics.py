@@ -20,6 +20,9 @@ at each scrape, which the PostgreSQL store's processes share, so no worker's cop
 stale when it ends. See :mod:`plant_store.gunicorn_hooks` for making the directory.
 """
 
+import bisect
+import collections
+
 import falcon
 import falcon.routing
 from prometheus_client import (
@@ -99,10 +102,12 @@ class Metrics(StoreObserver):
         self._outbox = _OutboxGauges(store)
         registry.register(self._outbox)
         self._children: dict[tuple, tuple] = {}
+        self._batch = _Batch() if multiprocess_dir is None else None
         store.observer = self
 
     def request(self, req: falcon.Request, resp: falcon.Response, seconds: float) -> None:
-        """Count one answered request (the access log's step, on every request)."""
+        """Count one answered request (the access log's step, on every request): in one
+        process, only noted here and counted in batches (see :class:`_Batch`)."""
         method = req.method
         if method not in METHODS:
             method = "OTHER"
@@ -110,8 +115,11 @@ class Metrics(StoreObserver):
         children = self._children.get(key)
         if children is None:
             children = self._children_of(req, method, resp.status)
-        children[0].inc()
-        children[1].observe(seconds)
+        if self._batch is None:  # several processes: each count must reach the files now
+            children[0].inc()
+            children[1].observe(seconds)
+        else:
+            self._batch.note(children, seconds)
 
     def _children_of(self, req: falcon.Request, method: str, status: object) -> tuple:
         route = req.uri_template
@@ -143,12 +151,66 @@ class Metrics(StoreObserver):
 
     def exposition(self) -> bytes:
         """The Prometheus text of a scrape: this process's counts, or every worker's."""
+        if self._batch is not None:
+            self._batch.count()
         if self._multiprocess_dir is None:
             return generate_latest(self.registry)
         registry = CollectorRegistry(auto_describe=False)
         MultiProcessCollector(registry, self._multiprocess_dir)
         registry.register(self._outbox)
         return generate_latest(registry)
+
+
+class _Batch:
+    """Requests noted but not yet counted, in a process that is the only reader of its
+    counts: the client's ``inc`` and ``observe`` cost about 9 us a request here (a sixth of
+    the service's own work on a create); noting costs a deque append, and counting a batch
+    of them costs one ``inc`` per label set and one per bucket.
+
+    Invariants: every noted request is counted exactly once, by whichever thread drains it
+    (``deque.popleft`` hands each entry to one thread); a scrape drains first, so it counts
+    every request answered before it; at most ``SIZE`` requests wait.
+    """
+
+    SIZE = 256
+
+    def __init__(self) -> None:
+        self._noted: collections.deque = collections.deque()
+
+    def note(self, children: tuple, seconds: float) -> None:
+        self._noted.append((children, seconds))
+        if len(self._noted) >= self.SIZE:
+            self.count()
+
+    def count(self) -> None:
+        groups: dict[int, list] = {}  # id(children) -> [children, count, sum, per bucket]
+        noted = self._noted
+        while True:
+            try:
+                children, seconds = noted.popleft()
+            except IndexError:
+                break
+            group = groups.get(id(children))
+            if group is None:
+                buckets = children[1]._upper_bounds
+                group = groups[id(children)] = [children, 0, 0.0, [0] * len(buckets)]
+            group[1] += 1
+            group[2] += seconds
+            group[3][bisect.bisect_left(children[1]._upper_bounds, seconds)] += 1
+        for (counter, histogram), count, total, buckets in groups.values():
+            counter.inc(count)
+            observe_many(histogram, total, buckets)
+
+
+def observe_many(histogram: Histogram, total: float, per_bucket: list[int]) -> None:
+    """What ``observe`` does for many samples at once: ``per_bucket[i]`` samples in the
+    histogram's i-th bucket (its upper bounds, +Inf last), ``total`` their sum. The client
+    has no public call for it; this uses its attributes as ``observe`` does (pinned below
+    version 1, and tests/test_metrics.py compares the two)."""
+    histogram._sum.inc(total)
+    for bucket, count in zip(histogram._buckets, per_bucket, strict=True):
+        if count:
+            bucket.inc(count)
 
 
 class _OutboxGauges:

@@ -8,7 +8,6 @@ import os
 import signal
 
 import mounts
-
 from plant_store.stores import JsonFileStore, Plant
 from serverproc import Server, run_cli
 

@@ -3,21 +3,25 @@ text parser, counts exactly what was sent; who may read it is a setting; gunicor
 on one PostgreSQL database add up in one scrape."""
 
 import os
+import random
 import signal
 import subprocess
 import sys
 import threading
 import time
+import types
 
-import mounts
 import pytest
 import webtest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+import mounts
 from conftest import FaultyStore
+from plant_store import metrics
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore, MemoryStore, Plant
 from plant_store.tokens import TokenFile
 from plant_store.webhooks import new_secret
 from receiver import Receiver
@@ -243,3 +247,30 @@ def test_serve_refuses_a_multiprocess_directory_it_would_never_empty(tmp_path):
     assert result.returncode == 2
     assert "PROMETHEUS_MULTIPROC_DIR is set, but 'plant-store serve' is one process" in (
         result.stderr)
+
+
+def test_batched_counting_gives_what_the_client_counts_one_request_at_a_time():
+    rng = random.Random(7)
+    samples = [rng.choice([rng.expovariate(300), rng.uniform(0, 20)]) for _ in range(2000)]
+    reference = CollectorRegistry()
+    one_by_one = Histogram("plant_store_http_request_duration_seconds", "x",
+                           ("route", "method"), buckets=metrics.LATENCY, registry=reference)
+    counted = metrics.Metrics(MemoryStore())
+    req = types.SimpleNamespace(uri_template="/plants", method="POST", path="/plants")
+    resp = types.SimpleNamespace(status="200 OK")
+    for seconds in samples:
+        one_by_one.labels("/plants", "POST").observe(seconds)
+        counted.request(req, resp, seconds)  # noted; counted every 256, and at the scrape
+
+    def histogram(registry_text):
+        return {(s.name, s.labels.get("le")): s.value
+                for family in text_string_to_metric_families(registry_text)
+                if family.name == "plant_store_http_request_duration_seconds"
+                for s in family.samples}
+
+    got = histogram(counted.exposition().decode())
+    assert got == pytest.approx(histogram(generate_latest(reference).decode()))
+    assert got[("plant_store_http_request_duration_seconds_count", None)] == 2000
+    requests = next(f for f in text_string_to_metric_families(counted.exposition().decode())
+                    if f.name == "plant_store_http_requests")
+    assert [s.value for s in requests.samples if s.name.endswith("_total")] == [2000]

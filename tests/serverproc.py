@@ -121,6 +121,19 @@ def run_cli(*args, env=None):
     )
 
 
+def wait_answering(port, process, path="/ready", timeout=20):
+    """Until ``path`` answers 200 on ``port``; fail if ``process`` (a server) ends first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if http_request("127.0.0.1", port, "GET", path)[0] == 200:
+                return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline and process.poll() is None, "the server failed"
+        time.sleep(0.1)
+
+
 class Server:
     """A ``plant-store serve`` process on a free port; its output is collected as it comes."""
 

@@ -25,7 +25,7 @@ from plant_store.stores import JsonFileStore, MemoryStore, Plant
 from plant_store.tokens import TokenFile
 from plant_store.webhooks import new_secret
 from receiver import Receiver
-from serverproc import Server, free_port, http_request, run_cli
+from serverproc import Server, free_port, http_request, run_cli, wait_answering
 
 SCRAPE_COPY = os.environ.get("PLANT_STORE_KEEP_SCRAPE")  # a path: keep the scrape there
 
@@ -181,15 +181,7 @@ def test_gunicorn_workers_on_postgresql_add_up_in_one_scrape(tmp_path, database_
          "-w", "3", "-b", f"127.0.0.1:{port}", "plant_store.wsgi:application"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if http_request("127.0.0.1", port, "GET", "/ready")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline and gunicorn.poll() is None, "gunicorn failed"
-            time.sleep(0.1)
+        wait_answering(port, gunicorn)
         # Every worker answers a first request of its own before the counted ones: the
         # ready probes above were served too, and are counted apart.
         creates = []

@@ -18,7 +18,7 @@ import pytest
 
 from plant_store.tokens import TokenFile
 from receiver import SECRET, Receiver, Stalling, verified
-from serverproc import Server, free_port, http_request
+from serverproc import Server, free_port, http_request, wait_answering
 from test_nginx import NGINX, Nginx
 
 
@@ -178,15 +178,7 @@ def test_gunicorn_workers_share_one_data_set(tmp_path, shared, preload):
         env={**__import__("os").environ, **env}, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if http_request("127.0.0.1", port, "GET", "/health")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline and gunicorn.poll() is None, "gunicorn failed"
-            time.sleep(0.1)
+        wait_answering(port, gunicorn, "/ready")
 
         def race(n):
             return http_request("127.0.0.1", port, "POST", "/plants",

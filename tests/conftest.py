@@ -1,5 +1,6 @@
 import errno
 import importlib.resources
+import io
 import itertools
 import json
 import os
@@ -127,7 +128,7 @@ def app(config, tokens, token):
     """The WSGI app under WebTest, with the token sent on every request."""
     store = MemoryStore()
     test_app = webtest.TestApp(
-        create_app(config, store=store, tokens=tokens),
+        create_app(config, store=store, tokens=tokens, log_stream=io.StringIO()),
         extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"},
     )
     test_app.store = store

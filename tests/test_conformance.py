@@ -4,6 +4,7 @@ served document lists, with the checks the contract calls for and none switched 
 schemathesis itself leaves out the operation that serves the document it was loaded from
 (GET /openapi.json); test_openapi.py checks that one directly."""
 
+import io
 from collections import Counter
 
 import pytest
@@ -43,7 +44,8 @@ def tokens(tmp_path_factory):
 
 def make_app(tokens, store=None):
     store = store if store is not None else MemoryStore()
-    return create_app(Config(store="memory"), store=store, tokens=tokens)
+    return create_app(Config(store="memory"), store=store, tokens=tokens,
+                      log_stream=io.StringIO())
 
 
 # The document as the service serves it, fetched through its own app; the path is public,

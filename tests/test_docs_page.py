@@ -1,5 +1,6 @@
 """GET /docs: Swagger UI on the document, every file of it served by the service itself."""
 
+import io
 import pathlib
 import re
 import shutil
@@ -24,7 +25,8 @@ ARTIFACT = pathlib.Path(__file__).parent.parent / "test-artifacts" / "docs-page.
 @pytest.fixture
 def anonymous(config, tokens):
     """The app with no token on any request."""
-    return webtest.TestApp(create_app(config, store=MemoryStore(), tokens=tokens))
+    return webtest.TestApp(create_app(config, store=MemoryStore(), tokens=tokens,
+                                             log_stream=io.StringIO()))
 
 
 def test_the_page_is_public_small_and_links_only_its_own_files(anonymous):

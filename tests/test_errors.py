@@ -1,5 +1,7 @@
 """Errors outside the POST table still come back in the Error shape."""
 
+import io
+
 import webtest
 
 from conftest import assert_error
@@ -35,7 +37,8 @@ class BrokenStore(MemoryStore):
 
 def broken_app(config, tokens, token, error):
     return webtest.TestApp(
-        create_app(config, store=BrokenStore(error), tokens=tokens),
+        create_app(config, store=BrokenStore(error), tokens=tokens,
+                   log_stream=io.StringIO()),
         extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"},
     )
 

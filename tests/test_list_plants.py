@@ -1,5 +1,6 @@
 """GET /plants: pages in creation order, a Link to the next, strict parameters."""
 
+import io
 import re
 
 import pytest
@@ -18,7 +19,7 @@ def small_pages(tmp_path, tokens, token):
     for i in range(7):
         store.create(Plant(i, f"plant {i}", "t" if i % 2 else None))
     config = Config(store="memory", page_size=2, max_page_size=3)
-    return webtest.TestApp(create_app(config, store=store, tokens=tokens),
+    return webtest.TestApp(create_app(config, store=store, tokens=tokens, log_stream=io.StringIO()),
                            extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
 
 

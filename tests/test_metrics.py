@@ -2,6 +2,7 @@
 text parser, counts exactly what was sent; who may read it is a setting; gunicorn's workers
 on one PostgreSQL database add up in one scrape."""
 
+import io
 import os
 import random
 import signal
@@ -112,7 +113,7 @@ def metered_app(tmp_path, store, **settings):
     config = Config(data_dir=str(tmp_path / "data"), **settings)
     tokens = TokenFile(str(tmp_path / "tokens.json"), recheck=0)
     token = tokens.add("t")
-    return webtest.TestApp(create_app(config, store=store, tokens=tokens),
+    return webtest.TestApp(create_app(config, store=store, tokens=tokens, log_stream=io.StringIO()),
                            extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
 
 

@@ -1,5 +1,6 @@
 """Odd text round-trips code point for code point through the JSON-file store and a restart."""
 
+import io
 import json
 
 import pytest
@@ -31,7 +32,7 @@ def data_dir(tmp_path):
 
 def serve(data_dir, config, tokens, token):
     store = JsonFileStore(data_dir)
-    app = webtest.TestApp(create_app(config, store=store, tokens=tokens),
+    app = webtest.TestApp(create_app(config, store=store, tokens=tokens, log_stream=io.StringIO()),
                           extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
     return app, store
 

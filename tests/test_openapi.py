@@ -1,5 +1,6 @@
 """The published document: valid OpenAPI 3.1, served as is, and in step with the schemas."""
 
+import io
 import json
 import time
 import uuid
@@ -78,7 +79,8 @@ def test_ready_is_503_when_the_store_is_not_usable_and_health_stays_200(
         tmp_path, config, tokens):
     store = JsonFileStore(str(tmp_path / "data"))
     try:
-        test_app = webtest.TestApp(create_app(config, store=store, tokens=tokens))
+        test_app = webtest.TestApp(create_app(config, store=store, tokens=tokens,
+                                                log_stream=io.StringIO()))
         assert test_app.get("/ready").json == {"status": "ready"}
         (tmp_path / "data" / "plants.jsonl").unlink()
         message = assert_error(test_app.get("/ready", status=503), 503)

@@ -134,6 +134,13 @@ class Metrics(StoreObserver):
         self._children[(route, method, status)] = children  # routes are few: bounded
         return children
 
+    def refused_by_server(self, method: str, path: str, status: int) -> None:
+        """A request the server answered itself (waitress's 400, 413, 431, 501), which the
+        app never saw: counted under the route its path names, if any; not timed."""
+        method = method if method in METHODS else "OTHER"
+        found = self.router.find(path) if self.router and path.startswith("/") else None
+        self._requests.labels(found[3] if found else UNMATCHED, method, str(status)).inc()
+
     def refused(self, reason: str) -> None:
         self._refused.labels(reason).inc()
 

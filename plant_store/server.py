@@ -22,9 +22,12 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # waitress's run() loop stops on it and lets workers finish
 
 
-def create_server(app: Callable, config: Config) -> BaseWSGIServer | MultiSocketServer:
+def create_server(
+    app: Callable, config: Config, on_refused: Callable[[str, str, int], None] | None = None,
+) -> BaseWSGIServer | MultiSocketServer:
     """A waitress server for ``app`` with the configured settings (benchmarks reuse it); a
-    host that resolves to several addresses gets a MultiSocketServer."""
+    host that resolves to several addresses gets a MultiSocketServer. ``on_refused(method,
+    path, status)``: told of each request waitress answers itself (see waitress_errors)."""
     proxy = {}
     if config.trusted_proxy:
         proxy = {
@@ -43,7 +46,7 @@ def create_server(app: Callable, config: Config) -> BaseWSGIServer | MultiSocket
         cleanup_interval=min(30, config.channel_timeout),  # how often idle ones are closed
         **proxy,
     )
-    use_json_errors(server)
+    use_json_errors(server, on_refused)
     return server
 
 
@@ -63,7 +66,8 @@ def serve(
     worker = webhooks.start(config, store, counted and counted.attempted)
     try:
         app = create_app(config, store=store, tokens=tokens, webhooks=worker, counted=counted)
-        server = create_server(app, config)
+        server = create_server(app, config,
+                               on_refused=counted.refused_by_server if counted else None)
         urls = _urls(server, config.url_prefix)
         if on_ready:
             on_ready(urls[0])

@@ -8,6 +8,8 @@ with waitress's status line and its ``Connection: close``. These hooks are waitr
 internals, so ``setup.cfg`` pins the versions they were read in.
 """
 
+from collections.abc import Callable
+
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer, MultiSocketServer
@@ -38,6 +40,9 @@ class JsonErrorTask(ErrorTask):
 
     def execute(self) -> None:
         error = self.request.error
+        on_refused = self.channel.on_refused
+        if on_refused is not None:  # the metrics: the app never sees these requests
+            on_refused(self.request.command or "", self.request.path or "", error.code)
         body = errors.document(error.code, _message(error, self.channel.adj))
         self.status = f"{error.code} {error.reason}"
         self.response_headers.append(("Content-Type", "application/json"))
@@ -50,6 +55,7 @@ class JsonErrorChannel(HTTPChannel):
     """Waitress's channel, answering its errors with JsonErrorTask."""
 
     error_task_class = JsonErrorTask
+    on_refused: Callable[[str, str, int], None] | None = None
 
     def send_continue(self) -> None:
         # Waitress would invite the body of an 'Expect: 100-continue' request it has already
@@ -58,9 +64,15 @@ class JsonErrorChannel(HTTPChannel):
             super().send_continue()
 
 
-def use_json_errors(server: BaseWSGIServer | MultiSocketServer) -> None:
-    """Give every listening socket of ``server`` (a MultiSocketServer has several) our channel."""
+def use_json_errors(
+    server: BaseWSGIServer | MultiSocketServer,
+    on_refused: Callable[[str, str, int], None] | None = None,
+) -> None:
+    """Give every listening socket of ``server`` (a MultiSocketServer has several) our
+    channel; ``on_refused(method, path, status)`` is told of each error it answers."""
+    channel = type("JsonErrorChannel", (JsonErrorChannel,),
+                   {"on_refused": staticmethod(on_refused) if on_refused else None})
     listeners = server.map.values() if isinstance(server, MultiSocketServer) else [server]
     for listener in listeners:
         if isinstance(listener, BaseWSGIServer):  # not the map's wake-up triggers
-            listener.channel_class = JsonErrorChannel
+            listener.channel_class = channel

@@ -26,7 +26,7 @@ from plant_store.stores import JsonFileStore, MemoryStore, Plant
 from plant_store.tokens import TokenFile
 from plant_store.webhooks import new_secret
 from receiver import Receiver
-from serverproc import Server, free_port, http_request, run_cli, wait_answering
+from serverproc import Server, exchange, free_port, http_request, run_cli, wait_answering
 
 SCRAPE_COPY = os.environ.get("PLANT_STORE_KEEP_SCRAPE")  # a path: keep the scrape there
 
@@ -267,3 +267,26 @@ def test_batched_counting_gives_what_the_client_counts_one_request_at_a_time():
     requests = next(f for f in text_string_to_metric_families(counted.exposition().decode())
                     if f.name == "plant_store_http_requests")
     assert [s.value for s in requests.samples if s.name.endswith("_total")] == [2000]
+
+
+def test_requests_waitress_refuses_itself_are_counted_too(tmp_path):
+    """A body over the limit, broken chunk framing, an unknown Transfer-Encoding: waitress
+    answers them before the app, and the metrics still count them (not time them)."""
+    with Server(tmp_path) as server:
+        token = server.first_token
+        head = (b"POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                b"Content-Type: application/json\r\n" % token.encode())
+        for raw, status in [
+            (head + b"Content-Length: 70000\r\n\r\n", 413),
+            (head + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+            (head + b"Transfer-Encoding: gzip\r\n\r\n", 501),
+        ]:
+            assert exchange("127.0.0.1", server.port, raw).status == status
+        scraped = samples(scrape(server.request, token))
+    counts = {labels: count for (name, labels), count in scraped.items()
+              if name == "plant_store_http_requests_total"}
+    assert counts == {
+        (("method", "POST"), ("route", "/plants"), ("status", "413")): 1.0,
+        (("method", "POST"), ("route", "/plants"), ("status", "400")): 1.0,
+        (("method", "POST"), ("route", "/plants"), ("status", "501")): 1.0,
+    }

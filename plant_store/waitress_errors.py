@@ -42,7 +42,9 @@ class JsonErrorTask(ErrorTask):
         error = self.request.error
         on_refused = self.channel.on_refused
         if on_refused is not None:  # the metrics: the app never sees these requests
-            on_refused(self.request.command or "", self.request.path or "", error.code)
+            # A request refused in its first line has no method or path yet.
+            on_refused(getattr(self.request, "command", None) or "",
+                       getattr(self.request, "path", None) or "", error.code)
         body = errors.document(error.code, _message(error, self.channel.adj))
         self.status = f"{error.code} {error.reason}"
         self.response_headers.append(("Content-Type", "application/json"))

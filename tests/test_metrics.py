@@ -280,6 +280,7 @@ def test_requests_waitress_refuses_itself_are_counted_too(tmp_path):
             (head + b"Content-Length: 70000\r\n\r\n", 413),
             (head + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
             (head + b"Transfer-Encoding: gzip\r\n\r\n", 501),
+            (b"get / HTTP/1.1\r\nHost: x\r\n\r\n", 400),  # refused in its first line
         ]:
             assert exchange("127.0.0.1", server.port, raw).status == status
         scraped = samples(scrape(server.request, token))
@@ -289,4 +290,5 @@ def test_requests_waitress_refuses_itself_are_counted_too(tmp_path):
         (("method", "POST"), ("route", "/plants"), ("status", "413")): 1.0,
         (("method", "POST"), ("route", "/plants"), ("status", "400")): 1.0,
         (("method", "POST"), ("route", "/plants"), ("status", "501")): 1.0,
+        (("method", "OTHER"), ("route", "unmatched"), ("status", "400")): 1.0,
     }

@@ -121,6 +121,15 @@ def run_cli(*args, env=None):
     )
 
 
+def ended(process, timeout=15):
+    """Wait up to ``timeout`` s for ``process`` to end (after a stop signal), then kill it."""
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def wait_answering(port, process, path="/ready", timeout=20):
     """Until ``path`` answers 200 on ``port``; fail if ``process`` (a server) ends first."""
     deadline = time.monotonic() + timeout
@@ -197,11 +206,7 @@ class Server:
     def stop(self, sig=signal.SIGTERM, timeout=15):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        ended(self.proc, timeout)
         for reader in self._readers:
             reader.join(5)
         self.proc.stdout.close()

@@ -26,7 +26,7 @@ from plant_store.stores import JsonFileStore, MemoryStore, Plant
 from plant_store.tokens import TokenFile
 from plant_store.webhooks import new_secret
 from receiver import Receiver
-from serverproc import Server, exchange, free_port, http_request, run_cli, wait_answering
+from serverproc import Server, ended, exchange, free_port, http_request, run_cli, wait_answering
 
 SCRAPE_COPY = os.environ.get("PLANT_STORE_KEEP_SCRAPE")  # a path: keep the scrape there
 
@@ -207,11 +207,7 @@ def test_gunicorn_workers_on_postgresql_add_up_in_one_scrape(tmp_path, database_
         assert not (metrics_dir / "counter_1.db").exists()  # emptied at the start
     finally:
         gunicorn.send_signal(signal.SIGTERM)
-        try:
-            gunicorn.wait(15)
-        except subprocess.TimeoutExpired:
-            gunicorn.kill()
-            gunicorn.wait()
+        ended(gunicorn)
         gunicorn.stderr.close()
 
 

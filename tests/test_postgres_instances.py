@@ -18,7 +18,7 @@ import pytest
 
 from plant_store.tokens import TokenFile
 from receiver import SECRET, Receiver, Stalling, verified
-from serverproc import Server, free_port, http_request, wait_answering
+from serverproc import Server, ended, free_port, http_request, wait_answering
 from test_nginx import NGINX, Nginx
 
 
@@ -199,11 +199,7 @@ def test_gunicorn_workers_share_one_data_set(tmp_path, shared, preload):
         assert status == 200 and len(plants) == 1 + 6 * 20
     finally:
         gunicorn.send_signal(signal.SIGTERM)
-        try:
-            gunicorn.wait(15)
-        except subprocess.TimeoutExpired:
-            gunicorn.kill()
-            gunicorn.wait()
+        ended(gunicorn)
         gunicorn.stderr.close()
 
 

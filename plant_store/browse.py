@@ -11,7 +11,8 @@ The memory store lives inside its server's process only.
 import itertools
 from collections.abc import Iterator
 
-from plant_store.config import INTEGER, Config
+from plant_store.config import Config
+from plant_store.schemas import id_from_text
 from plant_store.stores import Plant, StoreError, jsonfile, open_store
 from plant_store.stores.journal import INT64_MAX, INT64_MIN, decode_plant
 
@@ -19,8 +20,8 @@ PAGE = 1000
 
 
 def parse_id(text: str) -> int:
-    plant_id = int(text) if INTEGER.fullmatch(text) else None  # as the API reads an id
-    if plant_id is None or not INT64_MIN <= plant_id <= INT64_MAX:
+    plant_id = id_from_text(text)  # as the API reads one
+    if plant_id is None:
         raise StoreError(f"id {text!r}: must be an integer from {INT64_MIN} to {INT64_MAX}")
     return plant_id
 

@@ -24,7 +24,7 @@ class ConfigError(Exception):
     """A setting has a value the service cannot run with."""
 
 
-INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits only, as the API reads an id
+INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits only: no '+80', '1_000' or Arabic digits
 
 
 def _int_in(low: int, high: int) -> Callable[[str], int]:

@@ -10,12 +10,17 @@ from marshmallow import ValidationError
 
 from plant_store import errors
 from plant_store.json_fallback import reparse
-from plant_store.schemas import JsonInteger, describe, dump_plant, load_new_plant
+from plant_store.schemas import (
+    ID_RULE,
+    JsonInteger,
+    describe,
+    dump_plant,
+    id_from_text,
+    load_new_plant,
+)
 from plant_store.stores import Conflict, Store, StoreUnavailable
 
-_INT32, _INT64 = JsonInteger(32), JsonInteger(64)  # the bounds the schemas use
-INT32_MAX = _INT32.maximum
-_ID = re.compile(r"-?[0-9]{1,19}")
+INT32_MAX = JsonInteger(32).maximum  # the bounds the schemas use
 _LIMIT = re.compile(r"[0-9]{1,10}")
 _LIMIT_RULE = f"Must be an integer from 1 to {INT32_MAX}."
 _CURSOR = re.compile(r"[0-9]{1,18}")
@@ -124,9 +129,9 @@ class PlantResource:
         self._on_unavailable = on_unavailable
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
-        number = int(plant_id) if _ID.fullmatch(plant_id) else None
-        if number is None or not _INT64.minimum <= number <= _INT64.maximum:
-            raise _bad_param("id", _INT64.error_messages["invalid"])  # POST's words for it
+        number = id_from_text(plant_id)
+        if number is None:
+            raise _bad_param("id", ID_RULE)  # POST's words for it
         try:
             deleted = self._store.delete(number)
         except StoreUnavailable as exc:

@@ -4,6 +4,7 @@ Validation is strict where JSON is loose: ``true`` and ``1.0`` are not ids, ``nu
 a tag. Unknown fields are allowed by the seed's schema, so they are dropped, not refused.
 """
 
+import re
 from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump, post_load
@@ -61,6 +62,15 @@ class ErrorSchema(Schema):
 _new_plant = NewPlantSchema()
 _new_tuple = tuple.__new__  # a Plant built in C; the named tuple's own __new__ is Python
 _ID = _new_plant.fields["id"]
+_ID_TEXT = re.compile(r"-?[0-9]{1,19}")  # ASCII digits: no '+1', ' 1', '1_000', no Arabic-Indic
+ID_RULE = _ID.error_messages["invalid"]  # the words for a bad id, in a body or elsewhere
+
+
+def id_from_text(text: str) -> int | None:
+    """An id written in a path or on a command line, held to a body's rule for ``id``;
+    None when it is not one."""
+    number = int(text) if _ID_TEXT.fullmatch(text) else None
+    return number if number is not None and _ID.minimum <= number <= _ID.maximum else None
 
 
 def load_new_plant(document: dict) -> Plant:

@@ -54,11 +54,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plant-store: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader stopped early (| head): not an error to report
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit
+        _drop_stdout()  # nor at exit
         return 1
     except KeyboardInterrupt:  # Ctrl-C in a command that has nothing to undo
         print("plant-store: interrupted", file=sys.stderr)
         return 130
+
+
+def _drop_stdout() -> None:
+    """Standard output points at /dev/null from here on, so that Python's own flush at exit
+    does not report the closed pipe again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _run(args: argparse.Namespace, cfg: config.Config) -> int:
@@ -185,7 +191,7 @@ def _export_to_stdout(store: Store) -> int:
         count = transfer.export(store, sys.stdout.buffer)
         sys.stdout.buffer.flush()
     except OSError as exc:  # a closed pipe, say: no traceback, and none at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _drop_stdout()
         raise transfer.TransferError(f"cannot write standard output: {exc.strerror}") from None
     return count
 

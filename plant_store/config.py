@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 SECTION = "plant-store"
 ENV_PREFIX = "PLANT_STORE_"
@@ -50,16 +50,20 @@ def _float_in(low: float, high: float) -> Callable[[str], float]:
     return parse
 
 
+def _port(parts: SplitResult) -> int | None:
+    """A URL's port, None when it names none, -1 when what it names is not a port."""
+    try:
+        return parts.port  # parsed on access: ValueError when not a number, or too big
+    except ValueError:
+        return -1
+
+
 def _urls(text: str) -> tuple[str, ...]:
     urls = tuple(text.replace(",", " ").split())
     for url in urls:
         parts = urlsplit(url)
-        try:
-            port = parts.port  # parsed on access: ValueError when not a number, or too big
-        except ValueError:
-            port = -1
-        if parts.scheme not in ("http", "https") or not parts.hostname or port == 0 or (
-                port == -1):
+        if parts.scheme not in ("http", "https") or not parts.hostname or (
+                _port(parts) in (0, -1)):
             raise ValueError(f"{url!r} is not an http:// or https:// URL with a valid port")
     return urls
 
@@ -121,10 +125,7 @@ def _origins(text: str) -> tuple[str, ...]:
     origins = []
     for origin in text.replace(",", " ").split():
         parts = urlsplit(origin)
-        try:
-            port = parts.port
-        except ValueError:
-            port = -1
+        port = _port(parts)
         if origin != "*" and (parts.scheme.lower() not in ("http", "https") or not parts.hostname
                               or port == -1 or parts.path or parts.query or parts.fragment):
             raise ValueError(f"{origin!r} is not an origin (scheme://host[:port]) or *")
@@ -341,9 +342,8 @@ class Config:
     def blame(self, name: str, problem: str) -> ConfigError:
         """An error naming the setting behind ``problem``, its value (never a secret's) and
         where that came from: the operator's fix is to that setting, in that place."""
-        value = "" if name in SECRETS else f"={setting_text(self, name)!r}"
-        return ConfigError(f"setting {name}{value} (from {self.origins.get(name, 'default')}): "
-                           f"{problem}")
+        return _setting_error(name, setting_text(self, name),
+                              self.origins.get(name, "default"), problem)
 
     def __repr__(self) -> str:
         pairs = ", ".join(f"{s.name}={'...' if s.name in SECRETS else repr(getattr(self, s.name))}"
@@ -355,9 +355,13 @@ def _parse(setting: Setting, text: str, source: str) -> Any:
     try:
         return setting.parse(text)
     except ValueError as exc:
-        value = "" if setting.name in SECRETS else f"={text!r}"  # a secret is never shown
-        where = f" (from {source})" if source else ""
-        raise ConfigError(f"setting {setting.name}{value}{where}: {exc}") from None
+        raise _setting_error(setting.name, text, source, str(exc)) from None
+
+
+def _setting_error(name: str, text: str, source: str, problem: str) -> ConfigError:
+    value = "" if name in SECRETS else f"={text!r}"  # a secret is never shown
+    where = f" (from {source})" if source else ""
+    return ConfigError(f"setting {name}{value}{where}: {problem}")
 
 
 def load(

@@ -48,10 +48,8 @@ def wait(path: str, timeout: float) -> bool:
     """Wait up to ``timeout`` seconds for the request to be taken; True if it was, False if
     it was withdrawn instead. A KeyboardInterrupt meanwhile withdraws it (if not taken yet)
     and is raised again."""
-    deadline = time.monotonic() + timeout
     try:
-        while os.path.exists(path) and time.monotonic() < deadline:
-            time.sleep(POLL)
+        _gone(path, timeout)
     finally:
         taken = not _withdraw(path)
     return taken
@@ -59,8 +57,13 @@ def wait(path: str, timeout: float) -> bool:
 
 def acted(path: str, timeout: float) -> bool:
     """Wait up to ``timeout`` seconds for a taken request to have been acted on."""
+    return _gone(path + TAKEN, timeout)
+
+
+def _gone(path: str, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for nothing to be at ``path``; True if so."""
     deadline = time.monotonic() + timeout
-    while os.path.lexists(path + TAKEN):
+    while os.path.lexists(path):
         if time.monotonic() >= deadline:
             return False
         time.sleep(POLL)

@@ -123,23 +123,26 @@ class Metrics(StoreObserver):
 
     def _children_of(self, req: falcon.Request, method: str, status: object) -> tuple:
         route = req.uri_template
+        cached = route is not None  # routes are few: bounded; unrouted paths are not
         if route is None:  # refused before routing (401), or no route (404)
-            found = self.router.find(req.path) if self.router else None
-            return (self._requests.labels(found[3] if found else UNMATCHED, method,
-                                          str(falcon.http_status_to_code(status))),
-                    self._latency.labels(found[3] if found else UNMATCHED, method))
+            route = self._route_of(req.path)
         children = (self._requests.labels(route, method,
                                           str(falcon.http_status_to_code(status))),
                     self._latency.labels(route, method))
-        self._children[(route, method, status)] = children  # routes are few: bounded
+        if cached:
+            self._children[(route, method, status)] = children
         return children
+
+    def _route_of(self, path: str) -> str:
+        """The route template the router would choose for ``path``, or ``unmatched``."""
+        found = self.router.find(path) if self.router and path.startswith("/") else None
+        return found[3] if found else UNMATCHED
 
     def refused_by_server(self, method: str, path: str, status: int) -> None:
         """A request the server answered itself (waitress's 400, 413, 431, 501), which the
         app never saw: counted under the route its path names, if any; not timed."""
         method = method if method in METHODS else "OTHER"
-        found = self.router.find(path) if self.router and path.startswith("/") else None
-        self._requests.labels(found[3] if found else UNMATCHED, method, str(status)).inc()
+        self._requests.labels(self._route_of(path), method, str(status)).inc()
 
     def refused(self, reason: str) -> None:
         self._refused.labels(reason).inc()

@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import orjson
 
-from plant_store import durable
+from plant_store import durable, regular_files
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def _withdraw(path: str) -> bool:
 
 def _read(path: str) -> list[str] | None:
     try:
-        with open(path, "rb") as fh:
+        with open(path, "rb", opener=regular_files.opener) as fh:  # a FIFO would hang here
             ids = orjson.loads(fh.read(1 << 20))
     except (OSError, orjson.JSONDecodeError) as exc:
         log.error("ignoring webhook retry request %s: %s", path, exc)

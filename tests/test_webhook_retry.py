@@ -2,6 +2,7 @@
 that sends no webhooks is refused and changes nothing, and deliveries owed to URLs no longer
 configured are reported at start."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -120,11 +121,12 @@ def test_unreadable_requests_are_logged_and_removed_and_later_ones_still_work(tm
     (data / "webhooks-retry-garbage.json").write_bytes(b"\xff not json")
     (data / "webhooks-retry-number.json").write_bytes(b"42")
     (data / "webhooks-retry-dir.json").mkdir()
+    os.mkfifo(data / "webhooks-retry-fifo.json")  # read as a file, it would hang the worker
     gone = f"http://127.0.0.1:{free_port()}/"
     with Server(data, *serve_flags(gone), "--webhook-backoff", "600") as server:
         retried = run_cli("webhooks", "retry", dead, "--data-dir", str(data))
         assert retried.returncode == 0, retried.stderr
     log = "".join(server.stderr)
-    assert log.count("ignoring webhook retry request") == 3, log
+    assert log.count("ignoring webhook retry request") == 4, log
     assert "Traceback" not in log
     assert not [p.name for p in data.iterdir() if p.name.startswith("webhooks-retry")]

@@ -10,15 +10,14 @@ state to a new file beside the old one, fsyncs it and renames it into place, so 
 any moment leaves either the old file or the new one, each whole.
 """
 
-import errno
 import logging
 import os
-import stat
 import threading
 import time
 import weakref
 from collections.abc import Sequence
 
+from plant_store import regular_files
 from plant_store.durable import fsync_dir
 from plant_store.stores import journal, lock
 from plant_store.stores.appendlog import AppendLog
@@ -296,19 +295,11 @@ class JsonFileStore(Store):
         return fd, state
 
 
-def _regular(path: str, flags: int) -> int:
-    fd = os.open(path, flags | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file")
-    return fd
-
-
 def inspect(data_dir: str) -> journal.Journal:
     """Read the journal of ``data_dir`` without locking or changing it."""
     path = os.path.join(data_dir, DATA_FILE)
     try:
-        with open(path, "rb", opener=_regular) as fh:  # a FIFO there would hang the read
+        with open(path, "rb", opener=regular_files.opener) as fh:  # not a FIFO: it would hang
             return journal.read(path, fh.read())
     except OSError as exc:
         raise DataDirError(f"cannot read {path}: {exc.strerror}") from None

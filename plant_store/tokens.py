@@ -14,14 +14,13 @@ import logging
 import os
 import re
 import secrets
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 
-from plant_store import durable
+from plant_store import durable, regular_files
 
 log = logging.getLogger(__name__)
 
@@ -144,17 +143,11 @@ class TokenFile:
     def _read(self) -> bytes:
         """The file's bytes, if it is a regular file of at most MAX_FILE_SIZE: a FIFO or a
         device put in its place would hold every request's check forever."""
-        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise ValueError("not a regular file")
-            data = os.read(fd, MAX_FILE_SIZE + 1)
-            if len(data) > MAX_FILE_SIZE:
-                raise ValueError(f"larger than {MAX_FILE_SIZE} bytes")
-            return data
-        finally:
-            os.close(fd)
+        with open(self.path, "rb", opener=regular_files.opener) as fh:
+            data = fh.read(MAX_FILE_SIZE + 1)
+        if len(data) > MAX_FILE_SIZE:
+            raise ValueError(f"larger than {MAX_FILE_SIZE} bytes")
+        return data
 
     def add(self, label: str) -> str:
         """Make a token, store its hash under ``label``, and return it (the only copy)."""

@@ -17,8 +17,9 @@ PLANT_STORE_CONFIG), environment variables (PLANT_STORE_PORT=9000), flags (--por
 """
 
 ALL = tuple(s.name for s in config.SETTINGS)
-STORE = ("store", "data_dir", "database_url", "database_timeout", "statement_timeout")
-DATABASE = ("database_url", "database_timeout")
+DATABASE = ("database_url", "database_timeout", "statement_timeout",
+            "database_prepared_statements")
+STORE = ("store", "data_dir", *DATABASE)
 TOKENS = ("data_dir", "token_file")
 
 

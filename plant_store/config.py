@@ -213,11 +213,19 @@ SETTINGS: tuple[Setting, ...] = (
             "Connections each process keeps to PostgreSQL at most; a request waits for one.",
             unit="N"),
     Setting("database_timeout", _float_in(0.1, 300), "5",
-            "Seconds to connect to PostgreSQL, or to wait for a free connection, before a "
-            "request answers 503.", unit="SECONDS"),
+            "Seconds a request may spend on PostgreSQL in all (waiting for a connection, "
+            "running, retrying on another connection); past it the work is cancelled from "
+            "the client side and the answer is 503, whatever the server does.",
+            unit="SECONDS"),
     Setting("statement_timeout", _float_in(0.1, 3600), "5",
-            "Seconds a PostgreSQL statement may run before it is cancelled (503): no request "
-            "waits forever on a lock or a stalled server.", unit="SECONDS"),
+            "Seconds PostgreSQL lets a statement run before it cancels it itself (frees the "
+            "server from work no one waits for); checked on every new connection.",
+            unit="SECONDS"),
+    Setting("database_prepared_statements", _flag, "true",
+            "Let psycopg prepare statements on the server. 'false' behind pgbouncer in "
+            "transaction mode (before 1.21, or without max_prepared_statements), where a "
+            "prepared statement's name may point at another session's statement.",
+            unit="BOOL"),
     Setting("data_dir", _path, "plant-store-data",
             "Directory of the JSON-file store (plants.jsonl) and the default token file; a "
             "relative one is taken from the directory the command starts in.",
@@ -300,6 +308,7 @@ class Config:
     database_pool_size: int
     database_timeout: float
     statement_timeout: float
+    database_prepared_statements: bool
     max_body_size: int
     page_size: int
     max_page_size: int

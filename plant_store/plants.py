@@ -24,6 +24,15 @@ INT32_MAX = JsonInteger(32).maximum  # the bounds the schemas use
 _LIMIT = re.compile(r"[0-9]{1,10}")
 _LIMIT_RULE = f"Must be an integer from 1 to {INT32_MAX}."
 _CURSOR = re.compile(r"[0-9]{1,18}")
+# A 503 says "not done" only when that is known; otherwise that the outcome is unknown,
+# and how to learn it: the same create again is safe (a replay answers 200 once stored).
+CREATE_NOT_DONE = "The store cannot save plants right now; the plant was not created."
+CREATE_UNKNOWN = ("The store did not confirm the create in time; the plant may have been "
+                  "created. Send the same request again: it is safe, and answers 200 once "
+                  "the plant is stored.")
+DELETE_NOT_DONE = "The store cannot delete plants right now; the plant was kept."
+DELETE_UNKNOWN = ("The store did not confirm the delete in time; the plant may have been "
+                  "deleted. Send the same request again: 404 then means it is gone.")
 
 
 class PlantsResource:
@@ -75,9 +84,8 @@ class PlantsResource:
             ) from None
         except StoreUnavailable as exc:
             self._on_unavailable("create", exc)
-            raise falcon.HTTPServiceUnavailable(
-                description="The store cannot save plants right now; the plant was not created."
-            ) from None
+            raise falcon.HTTPServiceUnavailable(description=CREATE_UNKNOWN if exc.unknown
+                                                else CREATE_NOT_DONE) from None
         if created and self._on_created is not None:
             self._on_created()
         resp.data = orjson.dumps(dump_plant(stored))
@@ -136,9 +144,8 @@ class PlantResource:
             deleted = self._store.delete(number)
         except StoreUnavailable as exc:
             self._on_unavailable("delete", exc)
-            raise falcon.HTTPServiceUnavailable(
-                description="The store cannot delete plants right now; the plant was kept."
-            ) from None
+            raise falcon.HTTPServiceUnavailable(description=DELETE_UNKNOWN if exc.unknown
+                                                else DELETE_NOT_DONE) from None
         if not deleted:
             raise falcon.HTTPNotFound(description=f"There is no plant with id {number}.")
         resp.status = falcon.HTTP_204

@@ -33,8 +33,9 @@ def open_store(config: Config, *, lock_timeout: float | None = None) -> Store:
         from plant_store.stores.postgres import PostgresStore  # psycopg only when used
 
         return PostgresStore(config.database_url, pool_size=config.database_pool_size,
-                             pool_timeout=config.database_timeout,
-                             statement_timeout=config.statement_timeout)
+                             timeout=config.database_timeout,
+                             statement_timeout=config.statement_timeout,
+                             prepared_statements=config.database_prepared_statements)
     if lock_timeout is None:
         lock_timeout = config.lock_timeout
     if config.store == "memory":

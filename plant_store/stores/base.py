@@ -34,17 +34,24 @@ class DataDirError(StoreError):
 
 class StoreUnavailable(StoreError):
     """A read or write failed for a reason outside the request (disk full, I/O error).
-    ``cause`` is one word of :data:`CAUSES`, for the metrics (the message is for people)."""
+    ``cause`` is one word of :data:`CAUSES`, for the metrics (the message is for people).
+    ``unknown``: a write whose outcome is not known (it may have been done: the connection
+    broke after it was sent), as opposed to one known not done."""
 
-    def __init__(self, message: str, cause: str = "io") -> None:
+    def __init__(self, message: str, cause: str = "io", *, unknown: bool = False) -> None:
         super().__init__(message)
         self.cause = cause
+        self.unknown = unknown
 
 
 # Why a store refused: "io" a failed write, "fsync" a failed fsync, "broken" the JSON file
 # refuses until a restart (replaced, deleted, a failed cut-back), "unreachable" no database
-# connection, "read_only" a database that refuses writes, "contention" too many conflicts.
-CAUSES = ("io", "fsync", "broken", "unreachable", "read_only", "contention")
+# connection, "read_only" a database that refuses writes, "contention" too many conflicts,
+# "deadline" no answer in time, "unconfirmed" a write whose outcome stayed unknown (a
+# broken connection, a synchronous standby's confirmation cancelled), "refused" any other
+# refusal of the database or a pooler, "busy" every database connection in use.
+CAUSES = ("io", "fsync", "broken", "unreachable", "read_only", "contention", "deadline",
+          "unconfirmed", "refused", "busy")
 
 
 class StoreObserver:

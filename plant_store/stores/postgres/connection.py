@@ -21,7 +21,9 @@ def check_url(url: str) -> None:
 def describe(url: str) -> str:
     """The database a URL names, without its password, for messages and logs."""
     params = conninfo_to_dict(url)
-    return f"database {params.get('dbname', '(default)')!r} on {params.get('host', 'localhost')}"
+    host = params.get("host", "localhost")
+    where = "the Unix socket in " + host if host.startswith("/") else host
+    return f"database {params.get('dbname', '(default)')!r} on {where}"
 
 
 def reason(exc: BaseException) -> str:
@@ -29,10 +31,38 @@ def reason(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def connect(url: str, timeout: float) -> psycopg.Connection:
-    """One connection, for the operator's commands; StoreError when it cannot be had."""
+# Defaults for what the URL leaves unset: a peer that stops answering (a network partition,
+# a host gone) is noticed within seconds, not the kernel's two hours. A frozen server still
+# acknowledges TCP, so only the store's deadline (deadline.py) bounds that.
+TCP_DEFAULTS = {
+    "connect_timeout": "2",  # per host of a multi-host URL; libpq's least
+    "keepalives": "1",
+    "keepalives_idle": "5",
+    "keepalives_interval": "1",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "5000",  # milliseconds data may go unacknowledged
+}
+
+
+def options(url: str, *, prepared_statements: bool) -> dict:
+    """psycopg's connection keywords for ``url``: autocommit (every statement its own
+    transaction), the TCP defaults the URL does not override, and no server-side prepared
+    statements when a pooler in transaction mode could run them on another session."""
+    given = conninfo_to_dict(url)
+    kwargs = {name: value for name, value in TCP_DEFAULTS.items() if name not in given}
+    kwargs["autocommit"] = True
+    if not prepared_statements:
+        kwargs["prepare_threshold"] = None
+    return kwargs
+
+
+def connect(url: str, timeout: float, **kwargs) -> psycopg.Connection:
+    """One connection, for the operator's commands and the store's first look at the
+    database; StoreError naming the real cause when it cannot be had."""
     check_url(url)
+    kwargs.setdefault("autocommit", True)
+    kwargs.setdefault("connect_timeout", max(2, round(timeout)))
     try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
+        return psycopg.connect(url, **kwargs)
     except psycopg.Error as exc:
         raise StoreError(f"cannot use {describe(url)}: {reason(exc)}") from None

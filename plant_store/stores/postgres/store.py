@@ -2,13 +2,41 @@
 
 Every change is one statement in autocommit mode: one round trip, one transaction, and no
 transaction held open across anything slow (the webhook worker claims a delivery with a
-lease, sends it, then records the outcome, each a statement of its own). Any failure to
-reach or use the database is :class:`StoreUnavailable` (503), and the pool replaces broken
-connections by itself, so the service recovers when the database comes back.
+lease, sends it, then records the outcome, each a statement of its own).
+
+Every answer is true, and none waits without bound:
+
+- Each operation has a deadline (``timeout`` seconds, the ``database_timeout`` setting)
+  for all of it: waiting for a connection, running, retrying. The watchdog (deadline.py)
+  cancels past it, from the client side, whatever the server is doing.
+- An attempt ends in one of three ways. Done. Not done: no connection was had, or the
+  server answered the statement with an ERROR, so its transaction rolled back. Unsettled:
+  the connection broke after the statement was sent (the commit may have happened), or
+  the commit came back with a warning (a synchronous standby's confirmation was cancelled:
+  committed here, maybe not there; see notices.py).
+- Creates, deletes and reads are tried again on another connection until done or the
+  deadline, so a dead pooled connection (after a failover, all of them) costs a retry,
+  not an error. A create is idempotent: its retry is a replay, and a replay writes, so it
+  answers only once the plant is as durable as a create's commit makes it. A delete notes
+  a token of its own with its work, and its retry asks the token. Only when the deadline
+  comes first is the answer 503, and :class:`StoreUnavailable` says whether the write is
+  known not done or its outcome is unknown (``unknown``).
+- A new connection gets the session settings (statement_timeout, applied with a plain
+  ``set_config``, which poolers pass through, and checked: the store refuses to start
+  when it does not take), and psycopg's prepared statements only where the setting allows.
+- Reconnection while the database is away is tried at least every second (the pool's own
+  back-off would grow to minutes), so the service answers within about a second of a new
+  primary being reachable.
+
+Positions are the clock's base plus the creating transaction's id; the clock moves when
+the data finds itself on another server or timeline (migration 0002 and query ``rebase``
+say how), so order and cursors survive a dump and restore, an upgrade and a promotion.
 """
 
+import itertools
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,33 +46,58 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from plant_store.stores.base import Plant, Store, StoreError, StoreUnavailable, replay
 from plant_store.stores.outbox import Delivery, deliveries_for
-from plant_store.stores.postgres import schema
-from plant_store.stores.postgres.connection import check_url, connect, describe, reason
+from plant_store.stores.postgres import notices, schema
+from plant_store.stores.postgres.connection import (
+    check_url,
+    connect,
+    describe,
+    options,
+    reason,
+)
+from plant_store.stores.postgres.deadline import Watchdog
 from plant_store.stores.postgres.queries import QUERIES
+from plant_store.stores.postgres.readiness import Prober
+from plant_store.words import counted
 
 log = logging.getLogger(__name__)
 
-RETRIES = 5  # runs of a statement that met a race or a serialization failure
 WRITES = frozenset({"create", "delete", "claim", "delivered", "failed", "retry"})
+# Settled by trying again: a create replays, a delete asks its token, a read reads again.
+SETTLED_BY_RETRY = frozenset({"create", "delete", "get", "page", "count", "due", "dead",
+                              "outbox_counts", "rebase", "forget_deletes"})
+RECONNECT_EVERY = 1.0  # seconds: the most the pool waits between attempts to reconnect
+FORGET_EVERY = 1024  # deletes between clean-ups of old delete tokens
+
+
+class _NotDone(Exception):
+    """The attempt wrote nothing: its StoreUnavailable is the answer, or a retry may."""
+
+    def __init__(self, error: StoreUnavailable, retry: bool = False) -> None:
+        self.error = error
+        self.retry = retry
+
+
+class _Unsettled(Exception):
+    """The attempt may have written: only another attempt can tell."""
 
 
 class PostgresStore(Store):
-    def __init__(self, url: str, *, pool_size: int = 10, pool_timeout: float = 5.0,
-                 statement_timeout: float = 5.0, migrate: bool = True) -> None:
+    def __init__(self, url: str, *, pool_size: int = 10, timeout: float = 5.0,
+                 statement_timeout: float = 5.0, prepared_statements: bool = True,
+                 migrate: bool = True) -> None:
         check_url(url)
         self.where = describe(url)
         self._pool_size = pool_size
-        self._timeout = pool_timeout
-        self._pool = ConnectionPool(
-            url, min_size=1, max_size=pool_size, timeout=pool_timeout, open=False,
-            name="plant-store", kwargs={
-                "autocommit": True,
-                "options": f"-c statement_timeout={round(statement_timeout * 1000)}",
-                "connect_timeout": max(1, round(pool_timeout)),
-            })
-        try:
-            self._pool.open(wait=True, timeout=pool_timeout)
-            with self._pool.connection() as conn:
+        self._timeout = timeout
+        self._statement_ms = round(statement_timeout * 1000)
+        self._deletes = itertools.count(1)
+        self._watchdog = Watchdog()
+        kwargs = options(url, prepared_statements=prepared_statements)
+        # The first connection is made here, not by the pool, so that a start that fails
+        # says why (the pool only says that it had no connection in time).
+        with connect(url, timeout, **kwargs) as conn:
+            self._configure(conn)
+            try:
                 if migrate:
                     for name in schema.migrate(conn):
                         log.info("%s: applied migration %s", self.where, name)
@@ -53,76 +106,176 @@ class PostgresStore(Store):
                     if missing:
                         raise StoreError(f"{self.where} lacks migrations {', '.join(missing)}; "
                                          "run 'plant-store db migrate'")
-        except PoolTimeout:
-            self._pool.close()
-            connect(url, pool_timeout).close()  # raises StoreError with the real reason
-            raise StoreError(f"cannot use {self.where}: no connection within "
-                             f"{pool_timeout:g} s") from None
-        except psycopg.Error as exc:
-            self._pool.close()
-            raise StoreError(f"cannot use {self.where}: {reason(exc)}") from None
-        except BaseException:
-            self._pool.close()
-            raise
+            except psycopg.Error as exc:
+                raise StoreError(f"cannot use {self.where}: {reason(exc)}") from None
+        self._pool = ConnectionPool(
+            url, min_size=1, max_size=pool_size, timeout=timeout, open=False,
+            name="plant-store", kwargs=kwargs, configure=self._configure,
+            reconnect_timeout=RECONNECT_EVERY)
+        self._pool.open(wait=False)
+        self._prober = Prober(lambda: self._configure(psycopg.connect(url, **kwargs)),
+                              self._watchdog, self.where)
 
-    def _run(self, name: str, params: dict[str, Any],
-             result: Callable[[psycopg.Cursor], Any]) -> Any:
-        """Run a named query and return ``result(cursor)``; retry serialization failures and
-        deadlocks (harmless on PostgreSQL, routine on engines that speak its protocol)."""
-        for attempt in range(RETRIES):
+    def _configure(self, conn: psycopg.Connection) -> psycopg.Connection:
+        """Every new connection: its notices watched, statement_timeout applied and
+        checked (StoreError naming it when it did not take)."""
+        notices.watch(conn)
+        wanted = self._statement_ms
+        current = conn.execute(QUERIES["statement_timeout"]).fetchone()[0]
+        if current == 0 or current > wanted:  # a role's or database's own bound may do
+            conn.execute(QUERIES["set_statement_timeout"], {"ms": str(wanted)})
+            current = conn.execute(QUERIES["statement_timeout"]).fetchone()[0]
+            if current != wanted:
+                raise StoreError(
+                    f"{self.where}: setting statement_timeout={wanted} ms did not take (it "
+                    f"is {current} ms); behind a pooler in transaction mode, set it for the "
+                    f"role instead: ALTER ROLE ... SET statement_timeout = '{wanted}ms'")
+        return conn
+
+    def _run(self, name: str, params: dict[str, Any], result: Callable[[psycopg.Cursor], Any],
+             deadline: float | None = None) -> Any:
+        """Run a named query and return ``result(cursor)``, trying again on another
+        connection until it is settled or ``deadline`` (monotonic) passes."""
+        if deadline is None:
+            deadline = time.monotonic() + self._timeout
+        unsettled, last = False, None
+        for attempt in itertools.count():
             try:
-                with self._pool.connection() as conn:
-                    if name not in WRITES:
-                        return result(conn.execute(QUERIES[name], params))
-                    started = time.perf_counter()  # the round trip, not the pool's wait
-                    answer = result(conn.execute(QUERIES[name], params))
-                    self.observer.wrote(time.perf_counter() - started)
-                    return answer
-            except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected):
-                if attempt == RETRIES - 1:
-                    raise StoreUnavailable(f"{self.where}: too many conflicts",
-                                           "contention") from None
-            except PoolTimeout:
-                raise StoreUnavailable(
-                    f"{self.where} is not reachable, or all {self._pool_size} connections "
-                    f"are busy: none free within {self._timeout:g} s", "unreachable") from None
-            except psycopg.OperationalError as exc:
-                raise StoreUnavailable(f"{self.where} is not reachable: {reason(exc)}",
-                                       "unreachable") from None
-            except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege,
-                    psycopg.InternalError) as exc:  # a standby, a read-only or locked-down one
-                raise StoreUnavailable(f"{self.where} refuses writes: {reason(exc)}",
-                                       "read_only") from None
+                return self._attempt(name, params, result, deadline)
+            except _Unsettled:
+                unsettled = True
+                if name not in SETTLED_BY_RETRY:
+                    raise self._unknown(name) from None
+            except _NotDone as exc:
+                last = exc.error
+                if not exc.retry:
+                    last.unknown = unsettled
+                    raise last from None
+            if time.monotonic() >= deadline:
+                if unsettled:
+                    raise self._unknown(name) from None
+                raise last or StoreUnavailable(
+                    f"{self.where} did not answer within {self._timeout:g} s", "deadline")
+            if attempt:  # the first retry at once (a dead pooled connection), then slower
+                time.sleep(min(0.05 * attempt, 0.25, max(0.0, deadline - time.monotonic())))
         raise AssertionError("unreachable")
+
+    def _unknown(self, name: str) -> StoreUnavailable:
+        return StoreUnavailable(f"{self.where} did not confirm the {name} within "
+                                f"{self._timeout:g} s", "unconfirmed", unknown=True)
+
+    def _attempt(self, name: str, params: dict[str, Any],
+                 result: Callable[[psycopg.Cursor], Any], deadline: float) -> Any:
+        remaining = deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise PoolTimeout()
+            conn = self._pool.getconn(timeout=remaining)
+        except PoolTimeout:
+            raise _NotDone(StoreUnavailable(
+                f"{self.where} is not reachable, or all {self._pool_size} connections are "
+                f"busy: none free within {self._timeout:g} s", "unreachable")) from None
+        entry = self._watchdog.enter(conn, deadline)
+        try:
+            conn.notices.clear()
+            started = time.perf_counter()  # the round trip, not the pool's wait
+            answer = result(conn.execute(QUERIES[name], params))
+            if name in WRITES:
+                if notices.unconfirmed(conn.notices):
+                    log.warning("%s: a %s's commit was not confirmed (a cancelled wait for a "
+                                "synchronous standby?): %s", self.where, name,
+                                "; ".join(message or "" for _, message in conn.notices))
+                    raise _Unsettled()
+                self.observer.wrote(time.perf_counter() - started)
+            return answer
+        except psycopg.Error as exc:
+            raise self._classify(name, exc, conn) from None
+        finally:
+            if self._watchdog.exit(entry):
+                conn.close()  # the watchdog acted on it: never reuse it
+            self._pool.putconn(conn)
+
+    def _classify(self, name: str, exc: psycopg.Error, conn: psycopg.Connection) -> Exception:
+        """What a failed attempt means: a server ERROR on a live connection rolled the
+        statement's transaction back; anything else (a broken connection, a FATAL sent as
+        the server ended the session) may have come after the commit."""
+        if conn.broken or conn.closed or exc.sqlstate is None or (
+                exc.diag.severity_nonlocalized not in (None, "ERROR")):
+            if name in WRITES:
+                return _Unsettled()
+            return _NotDone(StoreUnavailable(f"{self.where} is not reachable: {reason(exc)}",
+                                             "unreachable"), retry=True)
+        if isinstance(exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected):
+            return _NotDone(StoreUnavailable(f"{self.where}: too many conflicts",
+                                             "contention"), retry=True)
+        if isinstance(exc, pg_errors.QueryCanceled):
+            return _NotDone(StoreUnavailable(
+                f"{self.where} did not answer within {self._timeout:g} s: {reason(exc)}",
+                "deadline"))
+        if isinstance(exc, pg_errors.ReadOnlySqlTransaction | pg_errors.InsufficientPrivilege):
+            return _NotDone(StoreUnavailable(f"{self.where} refuses writes: {reason(exc)}",
+                                             "read_only"))
+        if not isinstance(exc, pg_errors.OperationalError | pg_errors.InternalError):
+            # A pooler's or an engine's own refusal, a prepared statement gone: logged as
+            # the surprise it is, answered as a 503, never a 500.
+            log.error("%s: %s failed: %s", self.where, name, reason(exc))
+        return _NotDone(StoreUnavailable(f"{self.where} refused the {name}: {reason(exc)}",
+                                         "refused"))
 
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
         owed = deliveries_for(plant, tuple(webhooks)) if webhooks else []
         params = {"id": plant.id, "name": plant.name.encode(), "tag": _utf8(plant.tag),
                   "delivery_ids": [d.id for d in owed], "urls": [d.url for d in owed],
                   "body": owed[0].body if owed else b""}
-        for _ in range(RETRIES):
-            row = self._run("create", params, lambda cur: cur.fetchone())
-            if row is not None:
-                created, name, tag = row
-                if created:
-                    return plant, True
-                return replay(_plant(plant.id, name, tag), plant), False
-            # A create of this id committed after our snapshot: run again with a new one.
-        raise StoreUnavailable(f"{self.where}: plant {plant.id} is changing too fast",
-                               "contention")
+        deadline = time.monotonic() + self._timeout
+        for _ in range(3):
+            created, name, tag = self._run("create", params, lambda cur: cur.fetchone(),
+                                           deadline)
+            if created is None:  # the data is on another server or timeline than its clock
+                self._rebase(deadline)
+                continue
+            if created:
+                return plant, True
+            return replay(_plant(plant.id, name, tag), plant), False
+        raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention")
 
     def delete(self, plant_id: int) -> bool:
-        return self._run("delete", {"id": plant_id}, lambda cur: cur.rowcount == 1)
+        params = {"id": plant_id, "token": uuid.uuid4()}
+        deadline = time.monotonic() + self._timeout
+        deleted = self._run("delete", params, lambda cur: cur.fetchone() is not None, deadline)
+        if not deleted:
+            # An earlier attempt may still have been committing when this one looked: ask
+            # the token once more, with a fresh snapshot.
+            deleted = self._run("delete", params, lambda cur: cur.fetchone() is not None,
+                                deadline)
+        if next(self._deletes) % FORGET_EVERY == 0:
+            try:
+                self._run("forget_deletes", {}, lambda cur: None)
+            except StoreUnavailable as exc:
+                log.warning("%s: old delete tokens were not removed: %s", self.where, exc)
+        return deleted
 
     def get(self, plant_id: int) -> Plant | None:
         row = self._run("get", {"id": plant_id}, lambda cur: cur.fetchone())
         return None if row is None else _plant(plant_id, *row)
 
     def page(self, start: int, limit: int) -> tuple[list[Plant], int | None]:
-        rows = self._run("page", {"start": start, "limit": limit + 1},
-                         lambda cur: cur.fetchall())
+        deadline = time.monotonic() + self._timeout
+        for _ in range(3):
+            rows = self._run("page", {"start": start, "limit": limit + 1},
+                             lambda cur: cur.fetchall(), deadline)
+            if not rows or rows[-1][0] is not None:
+                break
+            self._rebase(deadline)
+        else:
+            raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention")
         plants = [_plant(plant_id, name, tag) for plant_id, name, tag, _ in rows[:limit]]
         return plants, rows[limit][3] if len(rows) > limit else None
+
+    def _rebase(self, deadline: float) -> None:
+        self._run("rebase", {}, lambda cur: cur.rowcount, deadline)
+        log.info("%s: the data is on a new server or timeline; positions continue above "
+                 "every earlier one", self.where)
 
     def __len__(self) -> int:
         return self._run("count", {}, lambda cur: cur.fetchone()[0])
@@ -152,13 +305,21 @@ class PostgresStore(Store):
             raise KeyError(delivery_id)
 
     def check(self) -> None:
-        if self._run("probe", {}, lambda cur: cur.fetchone()[0]):
-            raise StoreUnavailable(f"{self.where} is read-only (a standby, or "
-                                   "default_transaction_read_only): creates would fail",
-                                   "read_only")
+        """Ready when no request waits for a connection and a write commits now, on the
+        prober's own connection, within a second."""
+        stats = self._pool.get_stats()
+        waiting = stats.get("requests_waiting", 0)
+        if waiting and stats.get("pool_size", 0) >= self._pool_size and not stats.get(
+                "pool_available", 0):
+            raise StoreUnavailable(f"{self.where}: all {self._pool_size} connections are "
+                                   f"busy, and {counted(waiting, 'request')} wait for one",
+                                   "busy")
+        self._prober.check()
 
     def close(self) -> None:
-        self._pool.close()
+        self._prober.close()
+        self._pool.close(timeout=1.0)
+        self._watchdog.close()
 
 
 def _utf8(text: str | None) -> bytes | None:

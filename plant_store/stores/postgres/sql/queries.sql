@@ -2,39 +2,93 @@
 
 -- name: create
 -- One statement, so one round trip and one transaction: the plant and the deliveries it
--- owes are written together or not at all. Answers (true) when it created the plant,
--- (false, name, tag) when the id was stored, and no row when a create of the same id
--- committed after this statement's snapshot was taken (the caller runs it again).
-WITH new AS (
-    INSERT INTO plant_store_plants (id, name, tag, position)
-    VALUES (%(id)s, %(name)s, %(tag)s, pg_current_xact_id()::text::bigint)
-    ON CONFLICT (id) DO NOTHING
-    RETURNING id
+-- owes are written together or not at all. Answers (created, name, tag): created true when
+-- this statement stored the plant, false with the stored name and tag when the id was
+-- there; NULL when the clock is stale (the store rebases and runs it again).
+-- On a stored id, DO UPDATE changes nothing but writes: the row is locked and read at its
+-- latest version (even one committed after this statement's snapshot), and the commit
+-- waits for a synchronous standby as a create's does. So a replay, the retry of a create
+-- whose connection broke, answers only once the plant is durable as configured.
+WITH clock AS (
+    SELECT c.base FROM plant_store_clock AS c JOIN plant_store_here AS h
+        ON c.system_identifier = h.system_identifier AND c.timeline = h.timeline
+), mine AS (
+    SELECT base + pg_current_xact_id()::text::bigint AS position FROM clock
+), plant AS (
+    INSERT INTO plant_store_plants AS p (id, name, tag, position)
+    SELECT %(id)s, %(name)s, %(tag)s, position FROM mine
+    ON CONFLICT (id) DO UPDATE SET name = p.name
+    RETURNING p.name, p.tag, p.position = (SELECT position FROM mine) AS created
 ), owed AS (
-    INSERT INTO plant_store_outbox (id, plant_id, url, body)
-    SELECT d.id, %(id)s, d.url, %(body)s
-    FROM unnest(%(delivery_ids)s::text[], %(urls)s::text[]) AS d (id, url)
-    WHERE EXISTS (SELECT FROM new)
+    INSERT INTO plant_store_outbox (id, plant_id, url, body, owed_at)
+    SELECT d.id, %(id)s, d.url, %(body)s, mine.position
+    FROM mine, unnest(%(delivery_ids)s::text[], %(urls)s::text[]) AS d (id, url)
+    WHERE (SELECT created FROM plant)
 )
-SELECT true AS created, NULL AS name, NULL AS tag FROM new
+SELECT created, name, tag FROM plant
 UNION ALL
-SELECT false, name, tag FROM plant_store_plants
-WHERE id = %(id)s AND NOT EXISTS (SELECT FROM new);
+SELECT NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock);
 
 -- name: delete
-DELETE FROM plant_store_plants WHERE id = %(id)s;
+-- Deletes the plant unless this token already did (a retry after a broken connection),
+-- and notes the token; answers a row when the token deleted it, now or before. Noting it
+-- again on a retry writes, so the answer waits for a synchronous standby either way.
+WITH prior AS (
+    SELECT FROM plant_store_deletes WHERE token = %(token)s
+), gone AS (
+    DELETE FROM plant_store_plants
+    WHERE id = %(id)s AND NOT EXISTS (SELECT FROM prior)
+    RETURNING id
+)
+INSERT INTO plant_store_deletes (token)
+SELECT %(token)s WHERE EXISTS (SELECT FROM gone) OR EXISTS (SELECT FROM prior)
+ON CONFLICT (token) DO UPDATE SET noted_at = excluded.noted_at
+RETURNING true;
+
+-- name: forget_deletes
+-- Tokens outlive any retry of their delete by far (a retry ends within the deadline).
+DELETE FROM plant_store_deletes WHERE noted_at < now() - interval '10 minutes';
 
 -- name: get
 SELECT name, tag FROM plant_store_plants WHERE id = %(id)s;
 
 -- name: page
 -- Only below the horizon: every transaction with a smaller id has ended, so nothing can
--- appear later before the positions listed.
-SELECT id, name, tag, position FROM plant_store_plants
-WHERE position >= %(start)s
-  AND position < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
-ORDER BY position
-LIMIT %(limit)s;
+-- appear later before the positions listed. A row of NULLs (sorted last) says the clock
+-- is stale: the store rebases and asks again.
+WITH clock AS (
+    SELECT c.base FROM plant_store_clock AS c JOIN plant_store_here AS h
+        ON c.system_identifier = h.system_identifier AND c.timeline = h.timeline
+)
+(SELECT p.id, p.name, p.tag, p.position FROM plant_store_plants AS p, clock
+ WHERE p.position >= %(start)s
+   AND p.position < clock.base + pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+ ORDER BY p.position
+ LIMIT %(limit)s)
+UNION ALL
+SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock)
+ORDER BY 4;
+
+-- name: rebase
+-- This data set now lives on another server or timeline: move the base so that every
+-- position handed out from here on is above every position stored, and above every one
+-- the old server may have handed out and lost (2^32 transactions of margin). Positions
+-- stay below 10^18 (a cursor's 18 digits) for over 200 million moves. Two instances
+-- rebasing at once: the second finds the row moved (DO UPDATE reads its latest version)
+-- and leaves it.
+INSERT INTO plant_store_clock AS c (base, system_identifier, timeline)
+SELECT greatest(
+           (SELECT coalesce(max(position), 0) FROM plant_store_plants),
+           (SELECT coalesce(max(owed_at), 0) FROM plant_store_outbox),
+           coalesce((SELECT base FROM plant_store_clock), 0) + x.now
+       ) + 4294967296 - x.now,
+       h.system_identifier, h.timeline
+FROM plant_store_here AS h, (SELECT pg_current_xact_id()::text::bigint AS now) AS x
+WHERE h.timeline IS NOT NULL
+ON CONFLICT (one) DO UPDATE
+SET base = excluded.base, system_identifier = excluded.system_identifier,
+    timeline = excluded.timeline
+WHERE (c.system_identifier, c.timeline) <> (excluded.system_identifier, excluded.timeline);
 
 -- name: count
 SELECT count(*) FROM plant_store_plants;
@@ -66,8 +120,17 @@ WHERE dead ORDER BY owed_at, id;
 SELECT count(*) FILTER (WHERE NOT dead), count(*) FILTER (WHERE dead) FROM plant_store_outbox;
 
 -- name: probe
--- Whether the database would refuse writes (a standby, or made read-only).
-SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on';
+-- Readiness: a write that must commit, as a create's would (a synchronous standby confirms
+-- it); a standby or a read-only server refuses it.
+INSERT INTO plant_store_probe AS p (at) VALUES (now())
+ON CONFLICT (one) DO UPDATE SET at = excluded.at;
+
+-- name: statement_timeout
+-- In milliseconds; 0 is none.
+SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout';
+
+-- name: set_statement_timeout
+SELECT set_config('statement_timeout', %(ms)s, false);
 
 -- name: delivered
 DELETE FROM plant_store_outbox WHERE id = %(id)s;

@@ -1,0 +1,107 @@
+"""Readiness on a path of its own: ``/ready`` answers within a second whatever the request
+threads and their pool are doing.
+
+Invariants:
+
+- A probe runs on the prober's own connection, never one of the pool's, so a pool that
+  every request thread is waiting on cannot delay it.
+- At most one probe runs at a time; a check that finds one running waits for that one's
+  result (up to ``wait``) instead of starting another, so probes that time out cannot pile
+  up connections on a server that is not answering.
+- A check never waits longer than ``wait``: past it, the answer is "not ready", and the
+  probe goes on in the background until the watchdog ends it.
+"""
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
+import psycopg
+
+from plant_store.stores.base import StoreUnavailable
+from plant_store.stores.postgres.connection import reason
+from plant_store.stores.postgres.deadline import Watchdog
+from plant_store.stores.postgres.queries import QUERIES
+from plant_store.stores.postgres.notices import unconfirmed
+
+
+class Prober:
+    def __init__(self, connect: Callable[[], psycopg.Connection], watchdog: Watchdog,
+                 where: str, wait: float = 0.9) -> None:
+        self._connect = connect
+        self._watchdog = watchdog
+        self._where = where
+        self._wait = wait
+        self._lock = threading.Lock()
+        self._running: Future | None = None
+        self._conn: psycopg.Connection | None = None  # only the probe's thread uses it
+        self._closed = False
+
+    def check(self) -> None:
+        """Return when a write committed as a create's would; else StoreUnavailable."""
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable(f"{self._where}: the store is closed", "unreachable")
+            if self._running is None or self._running.done():
+                self._running = Future()
+                threading.Thread(target=self._probe, args=(self._running,),
+                                 name="plant-store-ready", daemon=True).start()
+            running = self._running
+        try:
+            running.result(timeout=self._wait)
+        except FutureTimeout:
+            raise StoreUnavailable(f"{self._where} did not confirm a write within "
+                                   f"{self._wait:g} s", "deadline") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle = self._running is None or self._running.done()
+            if idle and self._conn is not None:  # else the probe's thread closes it
+                self._conn.close()
+                self._conn = None
+
+    def _probe(self, result: Future) -> None:
+        try:
+            self._write()
+        except StoreUnavailable as exc:
+            result.set_exception(exc)
+        except BaseException as exc:  # never leave a waiter without an answer
+            result.set_exception(StoreUnavailable(f"{self._where}: {reason(exc)}", "unreachable"))
+        else:
+            result.set_result(None)
+        finally:
+            with self._lock:
+                if self._closed and self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+
+    def _write(self) -> None:
+        try:
+            conn = self._conn = self._conn or self._connect()
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"{self._where} is not reachable: {reason(exc)}",
+                                   "unreachable") from None
+        entry = self._watchdog.enter(conn, time.monotonic() + self._wait)
+        try:
+            conn.notices.clear()
+            conn.execute(QUERIES["probe"])
+            if unconfirmed(conn.notices):
+                raise StoreUnavailable(f"{self._where}: a commit was not confirmed by the "
+                                       "synchronous standby in time", "unconfirmed")
+        except psycopg.errors.ReadOnlySqlTransaction:
+            raise StoreUnavailable(f"{self._where} is read-only (a standby, or "
+                                   "default_transaction_read_only): creates would fail",
+                                   "read_only") from None
+        except psycopg.Error as exc:
+            what = "is not reachable" if conn.broken else "cannot take a write"
+            raise StoreUnavailable(f"{self._where} {what}: {reason(exc)}",
+                                   "unreachable") from None
+        finally:
+            if self._watchdog.exit(entry) or conn.broken:
+                with contextlib.suppress(Exception):
+                    conn.close()
+                self._conn = None

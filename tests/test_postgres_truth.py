@@ -1,0 +1,296 @@
+"""Every answer of the PostgreSQL store true, and none waiting without bound, on one real
+server: commits that wait for a synchronous standby that has gone, such a wait cancelled,
+a session ended after its commit, a frozen backend, dead pooled connections, prepared
+statements, the session's statement_timeout, and positions after the data moves.
+
+A server with ``synchronous_standby_names`` naming a standby that never connects is what
+a primary is once its synchronous standby has gone: each commit is made locally, then
+waits for a confirmation that never comes. The real standby, Patroni and pgbouncer are in
+the topology tests (test_failover.py, test_patroni.py, test_pgbouncer.py)."""
+
+import os
+import signal
+import threading
+import time
+
+import psycopg
+import pytest
+import webtest
+
+from conftest import NO_POSTGRES, _needed
+from pgserver import PostgresServer, find_bindir
+from plant_store.app import create_app
+from plant_store.config import Config
+from plant_store.stores import Plant, StoreUnavailable
+from plant_store.stores.postgres import PostgresStore
+from plant_store.tokens import TokenFile
+from serverproc import Server, ended
+
+
+@pytest.fixture(scope="module")
+def lonely():
+    """A server of this module's own: its synchronous standby is set per test."""
+    server = PostgresServer(_needed(find_bindir(), NO_POSTGRES, "postgresql package",
+                                    "PostgreSQL"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.cleanup()
+
+
+def standby(server, names):
+    """Make commits wait for ``names`` ('' for none) from now on."""
+    with server.connect(autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
+        conn.execute("SELECT pg_reload_conf()")
+    time.sleep(0.2)  # each backend reads the file at its next command
+
+
+@pytest.fixture
+def url(lonely):
+    standby(lonely, "")
+    yield lonely.create_database("truth")
+    standby(lonely, "")
+    lonely.drop_database("truth")
+
+
+def waiting_backends(server, event="SyncRep"):
+    with server.connect(autocommit=True) as conn:
+        return [pid for (pid,) in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event = %s", [event])]
+
+
+def in_thread(work):
+    box = []
+    thread = threading.Thread(target=lambda: box.append(_outcome(work)))
+    thread.start()
+    return thread, box
+
+
+def _outcome(work):
+    try:
+        return work()
+    except StoreUnavailable as exc:
+        return exc
+
+
+def test_a_commit_the_standby_never_confirms_is_503_unknown_within_the_deadline(lonely, url,
+                                                                                  tmp_path):
+    tokens = TokenFile(str(tmp_path / "tokens.json"))
+    token = tokens.add("t")
+    with PostgresStore(url, timeout=1) as store:
+        app = webtest.TestApp(create_app(Config(store="postgresql", database_url=url),
+                                         store=store, tokens=tokens))
+        standby(lonely, "nobody")
+        started = time.monotonic()
+        answer = app.post_json("/plants", {"id": 1, "name": "Monstera"}, status=503,
+                               headers={"Authorization": f"Bearer {token}"})
+        assert time.monotonic() - started < 1 + 1.5
+        assert "may have been created" in answer.json["message"]
+        assert "not created" not in answer.json["message"]
+        standby(lonely, "")
+        # It was committed locally, so "not created" would have been false: a replay.
+        assert store.create(Plant(1, "Monstera")) == (Plant(1, "Monstera"), False)
+
+
+def test_a_cancelled_wait_for_the_standby_is_never_acknowledged(lonely, url):
+    with PostgresStore(url, timeout=3) as store:
+        standby(lonely, "nobody")
+        thread, box = in_thread(lambda: store.create(Plant(2, "Pilea")))
+        deadline = time.monotonic() + 2
+        while not waiting_backends(lonely) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        [pid] = waiting_backends(lonely)
+        with lonely.connect(autocommit=True) as conn:
+            conn.execute("SELECT pg_cancel_backend(%s)", [pid])  # success, with a WARNING
+        thread.join(10)
+        [outcome] = box
+        assert isinstance(outcome, StoreUnavailable) and outcome.unknown, outcome
+
+
+def test_a_session_ended_after_its_commit_is_unknown_not_not_created(lonely, url):
+    with PostgresStore(url, timeout=2) as store:
+        standby(lonely, "nobody")
+        thread, box = in_thread(lambda: store.create(Plant(3, "Calathea")))
+        deadline = time.monotonic() + 2
+        while not waiting_backends(lonely) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with lonely.connect(autocommit=True) as conn:
+            for pid in waiting_backends(lonely):
+                conn.execute("SELECT pg_terminate_backend(%s)", [pid])
+        thread.join(10)
+        [outcome] = box
+        assert isinstance(outcome, StoreUnavailable) and outcome.unknown, outcome
+        standby(lonely, "")
+        assert store.get(3) == Plant(3, "Calathea")  # committed: "not created" was false
+
+
+def test_a_delete_the_standby_never_confirms_is_unknown_and_its_retry_says_gone(lonely, url):
+    with PostgresStore(url, timeout=1) as store:
+        store.create(Plant(4, "Fern"))
+        standby(lonely, "nobody")
+        with pytest.raises(StoreUnavailable) as refused:
+            store.delete(4)
+        assert refused.value.unknown
+        standby(lonely, "")
+        assert store.get(4) is None and not store.delete(4)
+
+
+def test_ready_says_not_ready_within_a_second_while_commits_wait(lonely, url):
+    with PostgresStore(url, timeout=5) as store:
+        store.check()
+        standby(lonely, "nobody")
+        for _ in range(3):  # the first probe, and those that find it still running
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable) as refused:
+                store.check()
+            assert time.monotonic() - started < 1.2
+            assert "did not confirm a write" in str(refused.value) or (
+                "not confirmed" in str(refused.value))
+        standby(lonely, "")
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                store.check()
+                break
+            except StoreUnavailable:
+                assert time.monotonic() < deadline, "never ready again"
+                time.sleep(0.1)
+
+
+def test_ready_answers_at_once_while_every_connection_waits(lonely, url):
+    with PostgresStore(url, pool_size=2, timeout=3) as store:
+        standby(lonely, "nobody")
+        threads = [in_thread(lambda n=n: store.create(Plant(10 + n, "x")))[0] for n in range(4)]
+        time.sleep(0.3)
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            store.check()
+        assert time.monotonic() - started < 1.2
+        for thread in threads:
+            thread.join(10)
+
+
+def test_sigterm_returns_within_the_deadline_while_a_commit_waits(lonely, url, tmp_path):
+    token_file = tmp_path / "tokens.json"
+    token = TokenFile(str(token_file)).add("t")
+    server = Server(tmp_path / "s", "--store", "postgresql", "--database-url", url,
+                    "--token-file", str(token_file), "--database-timeout", "2")
+    try:
+        assert server.request("POST", "/plants", {"id": 5, "name": "a"}, token)[0] == 200
+        standby(lonely, "nobody")
+        thread = threading.Thread(target=lambda: server.request(
+            "POST", "/plants", {"id": 6, "name": "b"}, token, timeout=15))
+        thread.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        ended(server.proc, 10)
+        assert time.monotonic() - started < 2 + 1 + 1.5
+        assert server.proc.returncode == 0, "".join(server.stderr)
+        thread.join(15)
+    finally:
+        server.stop()
+
+
+def test_dead_pooled_connections_cost_a_retry_not_an_error(postgres, database_url):
+    with PostgresStore(database_url, pool_size=4) as store:
+        threads = [in_thread(lambda n=n: store.create(Plant(n, "x")))[0] for n in range(8)]
+        for thread in threads:
+            thread.join(10)
+        dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
+        with postgres.connect(autocommit=True) as conn:  # every pooled session ends
+            ended = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                 " WHERE datname = %s", [dbname]).fetchone()[0]
+        assert ended >= 2  # the pool grew past one
+        for n in range(8):  # each would meet a dead connection first
+            assert store.create(Plant(100 + n, "after")) == (Plant(100 + n, "after"), True)
+            assert store.get(n) == Plant(n, "x")
+
+
+def test_a_frozen_backend_is_bounded_by_the_deadline(postgres, database_url):
+    with PostgresStore(database_url, pool_size=1, timeout=1) as store:
+        store.create(Plant(1, "before"))
+        dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
+        with postgres.connect(autocommit=True) as conn:
+            [pid] = [p for (p,) in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s", [dbname])]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable) as refused:
+                store.create(Plant(2, "frozen"))
+            assert refused.value.unknown
+            assert time.monotonic() - started < 1 + 1 + 1.5  # deadline, then the socket
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert store.create(Plant(3, "after")) == (Plant(3, "after"), True)
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_prepared_statements_only_where_the_setting_allows(database_url, prepared):
+    with PostgresStore(database_url, pool_size=1, prepared_statements=prepared) as store:
+        for n in range(8):  # psycopg prepares a statement on its fifth run
+            store.create(Plant(n, "x"))
+            store.page(0, 10)
+        with store._pool.connection() as conn:
+            count = conn.execute("SELECT count(*) FROM pg_prepared_statements",
+                                 prepare=False).fetchone()[0]
+        assert (count > 0) == prepared
+
+
+def test_statement_timeout_is_set_unless_the_database_bounds_it_already(postgres, database_url):
+    def session_timeout(store):
+        with store._pool.connection() as conn:
+            return conn.execute("SHOW statement_timeout", prepare=False).fetchone()[0]
+
+    with PostgresStore(database_url, statement_timeout=3) as store:
+        assert session_timeout(store) == "3s"
+    dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
+    with postgres.connect(autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{dbname}" SET statement_timeout = \'1s\'')
+    with PostgresStore(database_url, statement_timeout=3) as store:
+        assert session_timeout(store) == "1s"  # tighter already: left as it is
+
+
+def walk(store):
+    seen, cursor = [], 0
+    while cursor is not None:
+        page, cursor = store.page(cursor, 2)
+        seen += [p.name for p in page]
+    return seen
+
+
+def test_positions_continue_above_the_old_ones_on_a_new_server(database_url):
+    """As after pg_restore into a fresh cluster: the stored positions are far ahead of this
+    server's transaction ids, and the clock names another server."""
+    with PostgresStore(database_url) as store:
+        for n in range(3):
+            store.create(Plant(n, f"old {n}"))
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("UPDATE plant_store_plants SET position = position + 1000000000000")
+            conn.execute("UPDATE plant_store_clock SET system_identifier = 1")
+            top = conn.execute("SELECT max(position) FROM plant_store_plants").fetchone()[0]
+        _, cursor = store.page(0, 2)
+        assert walk(store) == ["old 0", "old 1", "old 2"]
+        for n in range(3, 6):
+            store.create(Plant(n, f"new {n}"))
+        assert walk(store) == [f"old {n}" for n in range(3)] + [f"new {n}" for n in range(3, 6)]
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            low = conn.execute("SELECT min(position) FROM plant_store_plants WHERE id >= 3"
+                               ).fetchone()[0]
+        assert low > top + 2**32 - 1  # above every old one, with the margin for lost ones
+
+
+def test_a_new_timeline_moves_the_clock_past_positions_it_may_have_lost(database_url):
+    with PostgresStore(database_url) as store:
+        store.create(Plant(1, "before"))
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("UPDATE plant_store_clock SET timeline = timeline + 1")
+            before = conn.execute("SELECT base FROM plant_store_clock").fetchone()[0]
+        store.create(Plant(2, "after"))
+        assert walk(store) == ["before", "after"]
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            after = conn.execute("SELECT base FROM plant_store_clock").fetchone()[0]
+        assert after >= before + 2**32

@@ -272,11 +272,13 @@ def test_positions_continue_above_the_old_ones_on_a_new_server(database_url):
             conn.execute("UPDATE plant_store_plants SET position = position + 1000000000000")
             conn.execute("UPDATE plant_store_clock SET system_identifier = 1")
             top = conn.execute("SELECT max(position) FROM plant_store_plants").fetchone()[0]
-        _, cursor = store.page(0, 2)
+        _, held = store.page(0, 2)  # a cursor a client holds across the move
         assert walk(store) == ["old 0", "old 1", "old 2"]
         for n in range(3, 6):
             store.create(Plant(n, f"new {n}"))
         assert walk(store) == [f"old {n}" for n in range(3)] + [f"new {n}" for n in range(3, 6)]
+        rest, _ = store.page(held, 10)
+        assert [p.name for p in rest] == ["old 2", "new 3", "new 4", "new 5"]
         with psycopg.connect(database_url, autocommit=True) as conn:
             low = conn.execute("SELECT min(position) FROM plant_store_plants WHERE id >= 3"
                                ).fetchone()[0]

@@ -34,7 +34,7 @@ CANCEL_TIMEOUT = 0.5  # seconds the watchdog gives a cancel request to be delive
 
 
 class Entry:
-    __slots__ = ("conn", "deadline", "expired", "cancelled", "released", "busy")
+    __slots__ = ("busy", "cancelled", "conn", "deadline", "expired", "released")
 
     def __init__(self, conn: psycopg.Connection, deadline: float) -> None:
         self.conn = conn

@@ -24,8 +24,8 @@ import psycopg
 from plant_store.stores.base import StoreUnavailable
 from plant_store.stores.postgres.connection import reason
 from plant_store.stores.postgres.deadline import Watchdog
-from plant_store.stores.postgres.queries import QUERIES
 from plant_store.stores.postgres.notices import unconfirmed
+from plant_store.stores.postgres.queries import QUERIES
 
 
 class Prober:

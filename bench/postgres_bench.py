@@ -5,6 +5,9 @@ Run from the repository root with the project installed, PostgreSQL's server bin
 
     python bench/postgres_bench.py                 # 9 rounds of 2 s, about 3 minutes
     python bench/postgres_bench.py --fill 100000   # a smaller filled database
+    git worktree add /tmp/before <commit>
+    python bench/postgres_bench.py --before /tmp/before --only-empty
+                                          # a version before a change, in the same rounds
 
 A throwaway PostgreSQL server (the tests' own, ``tests/pgserver.py``: a Unix socket,
 ``fsync`` and ``synchronous_commit`` on) holds two databases: an empty one, and one filled
@@ -66,6 +69,10 @@ def main():
     parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds")
     parser.add_argument("--fill", type=int, default=1_000_000,
                         help="plants in the filled database")
+    parser.add_argument("--before", metavar="TREE",
+                        help="also run the service from this checkout, on a database of its own")
+    parser.add_argument("--only-empty", action="store_true",
+                        help="only the memory store and the empty databases")
     args = parser.parse_args()
 
     bindir = find_bindir()
@@ -76,12 +83,13 @@ def main():
     try:
         empty = server.create_database("bench_empty")
         filled = server.create_database("bench_filled")
-        fill(filled, args.fill)
+        if not args.only_empty:
+            fill(filled, args.fill)
         with tempfile.TemporaryDirectory() as tmp:
-            def service(name, url, *extra):
+            def service(name, url, *extra, tree=None):
                 return serverctl.plant_store(
                     os.path.join(tmp, name), "--store", "postgresql", "--database-url", url,
-                    "--database-pool-size", "16", *extra, taskset="0")
+                    "--database-pool-size", "16", *extra, taskset="0", tree=tree)
 
             proxied = ("--url-prefix", "/api", "--trusted-proxy", "127.0.0.1")
             servers = {
@@ -96,6 +104,11 @@ def main():
                 "postgresql via nginx, 2 processes": behind_nginx(
                     tmp, service("n2", empty, *proxied), service("n2", empty, *proxied)),
             }
+            if args.only_empty:
+                servers = dict(list(servers.items())[:2])
+            if args.before:
+                servers["postgresql, empty, before"] = service(
+                    "b", server.create_database("bench_before"), tree=args.before)
             results = loadgen.interleaved(servers, args.rounds, args.seconds)
         loadgen.report(results, baseline="service, memory store")
     finally:

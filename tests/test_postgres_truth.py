@@ -10,6 +10,7 @@ the topology tests (test_failover.py, test_patroni.py, test_pgbouncer.py)."""
 
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -296,3 +297,36 @@ def test_a_new_timeline_moves_the_clock_past_positions_it_may_have_lost(database
         with psycopg.connect(database_url, autocommit=True) as conn:
             after = conn.execute("SELECT base FROM plant_store_clock").fetchone()[0]
         assert after >= before + 2**32
+
+
+def test_pg_dump_and_pg_restore_into_a_fresh_cluster_keep_creation_order(lonely, tmp_path):
+    """The standard backup and major upgrade: the old cluster had used more transaction ids
+    than the fresh one has, so positions taken from the new server's counter alone would
+    list new plants first or collide with old positions."""
+    old_url = lonely.create_database("dumped")
+    with psycopg.connect(old_url, autocommit=True) as conn:
+        for _ in range(1500):  # the old cluster's history: ids the new one has not used
+            conn.execute("SELECT pg_current_xact_id()")
+    with PostgresStore(old_url) as store:
+        for n in range(20):
+            store.create(Plant(n, f"old {n}"))
+    dump = str(tmp_path / "plants.dump")
+    subprocess.run([os.path.join(lonely.bindir, "pg_dump"), "-Fc", "-f", dump, old_url],
+                   check=True, timeout=60)
+    fresh = PostgresServer(lonely.bindir)
+    try:
+        fresh.start()
+        new_url = fresh.create_database("restored")
+        subprocess.run([os.path.join(fresh.bindir, "pg_restore"), "--no-owner", "-d", new_url,
+                        dump], check=True, timeout=60)
+        with PostgresStore(new_url) as store:
+            _, held = store.page(0, 5)  # a cursor a client took before the move
+            for n in range(20, 40):
+                store.create(Plant(n, f"new {n}"))
+            assert walk(store) == ([f"old {n}" for n in range(20)]
+                                   + [f"new {n}" for n in range(20, 40)])
+            rest, _ = store.page(held, 100)
+            assert [p.id for p in rest] == list(range(5, 40))
+    finally:
+        fresh.cleanup()
+        lonely.drop_database("dumped")

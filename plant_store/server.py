@@ -11,6 +11,7 @@ from waitress.server import BaseWSGIServer, MultiSocketServer
 from plant_store import access_log, metrics, webhooks
 from plant_store.app import create_app
 from plant_store.config import Config
+from plant_store.probe_lane import ProbeLaneDispatcher
 from plant_store.stores import Store
 from plant_store.tokens import TokenFile
 from plant_store.waitress_errors import use_json_errors
@@ -36,7 +37,8 @@ def create_server(
             "trusted_proxy_count": 1,
         }
     server = waitress.create_server(
-        app, host=config.host, port=config.port, threads=config.threads, ident="plant-store",
+        app, _dispatcher=ProbeLaneDispatcher(config.threads, config.url_prefix),
+        host=config.host, port=config.port, threads=config.threads, ident="plant-store",
         url_prefix=config.url_prefix, clear_untrusted_proxy_headers=True,
         # Waitress refuses a body once its Content-Length, or a chunked body's bytes as sent
         # (chunk-size lines too), reach this (its parser compares >=): the limit itself is

@@ -224,7 +224,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("database_prepared_statements", _flag, "true",
             "Let psycopg prepare statements on the server. 'false' behind pgbouncer in "
             "transaction mode (before 1.21, or without max_prepared_statements), where a "
-            "prepared statement's name may point at another session's statement.",
+            "prepared statement's name may point at another session's statement. Off, the "
+            "store requires statement_timeout to be the role's or database's own (at most "
+            "this statement_timeout), as a session's SET holds on one server connection.",
             unit="BOOL"),
     Setting("data_dir", _path, "plant-store-data",
             "Directory of the JSON-file store (plants.jsonl) and the default token file; a "

@@ -11,6 +11,7 @@ receivers dedupe on the delivery id (``webhook-id``).
 
 import base64
 import collections
+import contextlib
 import logging
 import random
 import secrets
@@ -68,19 +69,29 @@ def retry(store: Store, delivery_ids: list[str] | None = None) -> list[str]:
 
 
 class WebhookWorker:
-    """Sends what the outbox owes: a dispatcher thread decides what is due, and each URL's
-    deliveries go out in that URL's lane, one at a time, the lanes in parallel, so a slow or
-    dead subscriber delays only its own deliveries.
+    """Sends what the outbox owes: a dispatcher thread decides which URLs have deliveries
+    due, and each URL's deliveries go out in that URL's lane, one at a time and in order,
+    the lanes in parallel, so a slow or dead subscriber delays only its own deliveries.
 
-    Invariants: a URL has at most one lane, and a lane sends one delivery at a time, so one
-    URL's order and back-off are as simple as with one thread. A lane records each outcome
-    (the store, then ``_due``) before it frees its URL. A pass of the dispatcher copies the
-    URLs in flight and the due times before it reads the outbox, and starts a lane only for
-    a URL idle at that copy, so a lane ending during the pass can never have its deliveries
-    sent again from the pass's older view of the outbox. A lane takes all its URL's due
-    deliveries at once, so a pass (which reads the whole outbox) comes per lane, not per
-    delivery.
+    Invariants:
+
+    - A URL has at most one lane in this worker (``_busy``), and, on a store several
+      processes share, in all of them: a lane holds the store's lease on its URL, renewed
+      before each send, and stops when it cannot (hold_lane).
+    - A lane sends its URL's deliveries oldest first and stops at the first failure: the
+      URL then waits out its back-off (``_due``, and on a shared store the delivery's own
+      ``due``) and that delivery is tried again before any later one. So one URL's
+      deliveries arrive in order, at most one in flight, each tried at most
+      ``webhook_max_attempts`` times (the count is read from the store after the lane is
+      held, so it includes other instances' attempts).
+    - The dispatcher reads only which URLs are owed something (lanes), never the backlog,
+      and a lane reads at most LANE_BATCH deliveries at a time, so neither a create nor a
+      pass costs more with thousands of deliveries owed.
+    - A lane records each outcome in the store before its next send, and frees its URL
+      (then wakes the dispatcher) when it ends.
     """
+
+    LANE_BATCH = 100
 
     def __init__(self, store: Store, config: Config,
                  on_attempt: Callable[[str], None] | None = None) -> None:
@@ -92,19 +103,19 @@ class WebhookWorker:
         self._max_attempts = config.webhook_max_attempts
         self._backoff = config.webhook_backoff
         self._timeout = config.webhook_timeout
-        # A claim outlives the delivery it covers (bounded by the timeout) and the outcome's
-        # write; past it, another instance may take over a delivery whose sender died (a
-        # slow write of the outcome costs at worst one more send: at least once).
+        # A lease outlives the send it covers (bounded by the timeout) and the outcome's
+        # write; past it, another instance may take over a lane whose holder died (a slow
+        # write of the outcome costs at worst one more send: at least once).
         self._lease = 2 * self._timeout + 1
         self._data_dir = config.data_dir
         self._ignored_requests: set[str] = set()  # requests that could not be removed
         self._lock = threading.Lock()  # the dispatcher's view against the lanes' updates
-        self._due: dict[str, float] = {}  # delivery id -> monotonic time of its next try
-        self._busy: set[str] = set()  # URLs with a delivery in flight
+        self._due: dict[str, float] = {}  # URL -> monotonic time of its next try
+        self._busy: set[str] = set()  # URLs whose lane runs here
         # A thread per configured subscriber, so none waits for another's lane (each held
-        # at most webhook_timeout), and two for URLs that only the outbox still names (the
-        # configuration changed since their creates); at most 32, as the executor's own
-        # default, beyond which subscribers share threads.
+        # at most webhook_timeout per send), and two for URLs that only the outbox still
+        # names (the configuration changed since their creates); at most 32, as the
+        # executor's own default, beyond which subscribers share threads.
         self._lanes = ThreadPoolExecutor(min(32, len(config.webhook_urls) + 2),
                                          thread_name_prefix="plant-store-webhook")
         self._wake = threading.Event()
@@ -144,56 +155,55 @@ class WebhookWorker:
 
     def run_once(self) -> float:
         """Start a lane for each idle URL with deliveries due; return the seconds until the
-        next is due (a lane that ends wakes the dispatcher sooner)."""
+        next back-off ends (a lane that ends wakes the dispatcher sooner)."""
         self._take_retry_requests()
-        with self._lock:  # before the outbox is read: see the class's invariants
-            busy, due_at = set(self._busy), dict(self._due)
+        urls = self._store.lanes()
         now = time.monotonic()
-        wait = IDLE
-        lanes: dict[str, list[Delivery]] = {}  # URL -> its deliveries due, in order
-        for delivery in self._store.deliveries():
-            if delivery.url in busy:
-                continue
-            due = due_at.get(delivery.id, 0.0) - now
-            if due > 0:
-                wait = min(wait, due)
-            else:
-                lanes.setdefault(delivery.url, []).append(delivery)
         with self._lock:
-            self._busy.update(lanes)
-        for deliveries in lanes.values():
+            # Every back-off here ends with a look, whether or not the store listed its URL
+            # this time (a store shared by instances lists a URL only once it is due).
+            backoffs = {url: due - now for url, due in self._due.items() if due > now}
+            self._due = {url: now + wait for url, wait in backoffs.items()}
+            starting = [u for u in urls if u not in backoffs and u not in self._busy]
+            self._busy.update(starting)
+        wait = min([IDLE, *backoffs.values()])
+        for url in starting:
             try:
-                self._lanes.submit(self._lane, deliveries)
+                self._lanes.submit(self._lane, url)
             except RuntimeError:  # the interpreter is exiting; its exit waits for the lanes
                 self._stopping.set()
                 break
         return max(wait, 0.0)
 
-    def _lane(self, deliveries: list[Delivery]) -> None:
-        """Send one URL's due deliveries in order, one at a time, each outcome recorded;
-        then free the URL and wake the dispatcher for any that came due meanwhile."""
+    def _lane(self, url: str) -> None:
+        """Send ``url``'s due deliveries in order, one at a time, each outcome recorded,
+        until none is due or one fails; then free the URL and wake the dispatcher."""
         try:
-            for delivery in deliveries:
-                if self._stopping.is_set():
-                    break
-                try:
-                    self._send(delivery)
-                except StoreUnavailable as exc:  # sent or not, it is owed: try again later
-                    log.error("webhook deliveries paused: %s", exc)
-                    self._set_due(delivery.id, self._backoff)
-                    break
-                except Exception:
-                    log.exception("webhook delivery %s failed; trying again", delivery.id)
-                    self._set_due(delivery.id, self._backoff)
-                    break
+            while not self._stopping.is_set() and self._store.hold_lane(url, self._lease):
+                batch = self._store.lane(url, self.LANE_BATCH)
+                for delivery in batch:
+                    if self._stopping.is_set() or not self._send(delivery):
+                        return
+                if len(batch) < self.LANE_BATCH:
+                    return
+        except StoreUnavailable as exc:  # sent or not, it is owed: try again later
+            log.error("webhook deliveries paused: %s", exc)
+            self._set_due(url, self._backoff)
+        except Exception:
+            log.exception("webhook deliveries to %s failed; trying again", url)
+            self._set_due(url, self._backoff)
         finally:
+            with contextlib.suppress(StoreUnavailable):
+                self._store.free_lane(url)
             with self._lock:
-                self._busy.discard(deliveries[0].url)
+                self._busy.discard(url)
             self._wake.set()
 
-    def _send(self, delivery: Delivery) -> None:
-        if not self._store.claim(delivery.id, self._lease):
-            return  # another instance is sending it (a store several processes share)
+    def _send(self, delivery: Delivery) -> bool:
+        """One attempt, its outcome recorded; False when the lane must stop (it failed, or
+        the lease on the URL is lost)."""
+        if not self._store.hold_lane(delivery.url, self._lease):
+            return False  # another instance holds the lane now (this one was too slow)
         headers = {
             "Content-Type": "application/json",
             "User-Agent": f"plant-store/{__version__}",
@@ -204,29 +214,30 @@ class WebhookWorker:
         if error is None:
             self._on_attempt("delivered")
             self._store.settle(delivery.id, "delivered")
-            self._set_due(delivery.id, None)
-            return
+            self._set_due(delivery.url, None)
+            return True
         if attempts >= self._max_attempts:
             self._on_attempt("dead")
             self._store.settle(delivery.id, "dead", error)
-            self._set_due(delivery.id, None)
+            self._set_due(delivery.url, None)
             log.error("webhook delivery %s to %s failed %d times (%s); kept as a dead letter",
                       delivery.id, delivery.url, attempts, error)
-            return
+            return True  # the next one may go: a dead letter holds nothing up
         self._on_attempt("failed")
         delay = backoff(self._backoff, attempts)
         self._store.settle(delivery.id, "failed", error, retry_in=delay)
-        self._set_due(delivery.id, delay)
+        self._set_due(delivery.url, delay)
         log.warning("webhook delivery %s to %s failed (%s); attempt %d of %d in %.1f s",
                     delivery.id, delivery.url, error, attempts + 1, self._max_attempts, delay)
+        return False
 
-    def _set_due(self, delivery_id: str, delay: float | None) -> None:
-        """The next try in ``delay`` seconds; None: no more tries (delivered, or dead)."""
+    def _set_due(self, url: str, delay: float | None) -> None:
+        """The URL's next try in ``delay`` seconds; None: at once."""
         with self._lock:
             if delay is None:
-                self._due.pop(delivery_id, None)
+                self._due.pop(url, None)
             else:
-                self._due[delivery_id] = time.monotonic() + delay
+                self._due[url] = time.monotonic() + delay
 
     def _take_retry_requests(self) -> None:
         """Act on the dead-letter retries an operator asked for (see retry_requests)."""

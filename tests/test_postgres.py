@@ -99,24 +99,33 @@ def test_racing_creates_of_one_id_from_two_instances_have_one_winner(database_ur
         assert len(one) == 20
 
 
-def test_a_claimed_delivery_is_skipped_by_other_instances_until_its_lease_ends(database_url):
-    hook = ("http://127.0.0.1:9/hook",)
+def test_a_held_lane_is_skipped_by_other_instances_until_its_lease_ends(database_url):
+    hook = "http://127.0.0.1:9/hook"
     with PostgresStore(database_url) as one, PostgresStore(database_url) as two:
-        one.create(Plant(1, "a"), hook)
-        [delivery] = two.deliveries()
-        assert one.claim(delivery.id, lease=0.5)
-        assert not two.claim(delivery.id, lease=0.5)
-        assert two.deliveries() == []  # leased: not due
-        time.sleep(0.7)  # the claimant "died": the lease runs out, anyone may take it over
-        assert two.claim(delivery.id, lease=30)
-        two.settle(delivery.id, "failed", "HTTP 500", retry_in=30)
-        assert one.deliveries() == []  # backing off, in the database, for every instance
-        two.settle(delivery.id, "retry")
-        assert [d.id for d in one.deliveries()] == [delivery.id]
-        one.settle(delivery.id, "delivered")
-        assert one.deliveries() == [] and one.deliveries(dead=True) == []
+        one.create(Plant(1, "a"), (hook,))
+        one.create(Plant(2, "b"), (hook,))
+        assert one.lanes() == two.lanes() == [hook]
+        assert one.hold_lane(hook, lease=0.5)
+        assert not two.hold_lane(hook, lease=0.5)
+        assert two.lanes() == []  # held by another instance
+        first, second = one.lane(hook, 10)
+        assert (first.plant_id, second.plant_id) == (1, 2)
+        time.sleep(0.7)  # the holder "died": the lease runs out, anyone may take it over
+        assert two.hold_lane(hook, lease=30)
+        assert not one.hold_lane(hook, lease=30)
+        two.settle(first.id, "failed", "HTTP 500", retry_in=30)
+        two.free_lane(hook)
+        # the oldest is backing off, in the database, for every instance; none goes ahead
+        assert one.lanes() == [] and one.lane(hook, 10) == []
+        two.settle(first.id, "retry")
+        assert [d.id for d in one.lane(hook, 10)] == [first.id, second.id]
+        assert one.lane(hook, 10)[0].attempts == 0
+        one.settle(first.id, "delivered")
+        one.settle(second.id, "dead", "HTTP 410")
+        assert one.lanes() == [] and one.deliveries() == []
+        assert [d.id for d in one.deliveries(dead=True)] == [second.id]
         with pytest.raises(KeyError):
-            one.settle(delivery.id, "delivered")
+            one.settle(first.id, "delivered")
 
 
 def test_a_statement_waiting_on_a_lock_is_cancelled_at_the_timeout(database_url):
@@ -181,12 +190,13 @@ def test_instances_starting_together_apply_each_migration_once(database_url):
 def test_db_check_and_migrate_commands(database_url):
     check = run_cli("db", "check", "--database-url", database_url)
     assert check.returncode == 1 and (
-        "schema version 0; pending: 0001_initial.sql, 0002_failover.sql" in check.stdout)
+        "schema version 0; pending: 0001_initial.sql, 0002_failover.sql, 0003_lanes.sql"
+        in check.stdout)
     migrate = run_cli("db", "migrate", "--database-url", database_url)
     assert migrate.returncode == 0 and (
-        migrate.stdout.strip() == "applied 0001_initial.sql, 0002_failover.sql")
+        migrate.stdout.strip() == "applied 0001_initial.sql, 0002_failover.sql, 0003_lanes.sql")
     check = run_cli("db", "check", "--database-url", database_url)
-    assert check.returncode == 0 and "schema version 2; nothing pending" in check.stdout
+    assert check.returncode == 0 and "schema version 3; nothing pending" in check.stdout
     again = run_cli("db", "migrate", "--database-url", database_url)
     assert again.stdout.strip() == "nothing to apply"
 

@@ -22,7 +22,7 @@ from conftest import NO_POSTGRES, _needed
 from pgserver import PostgresServer, find_bindir
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.stores import Plant, StoreUnavailable
+from plant_store.stores import Plant, StoreError, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore
 from plant_store.tokens import TokenFile
 from serverproc import Server, ended
@@ -230,7 +230,8 @@ def test_a_frozen_backend_is_bounded_by_the_deadline(postgres, database_url):
 
 
 @pytest.mark.parametrize("prepared", [True, False])
-def test_prepared_statements_only_where_the_setting_allows(database_url, prepared):
+def test_prepared_statements_only_where_the_setting_allows(postgres, database_url, prepared):
+    bound_by_the_database(postgres, database_url, "5s")  # what transaction mode asks for
     with PostgresStore(database_url, pool_size=1, prepared_statements=prepared) as store:
         for n in range(8):  # psycopg prepares a statement on its fifth run
             store.create(Plant(n, "x"))
@@ -248,11 +249,29 @@ def test_statement_timeout_is_set_unless_the_database_bounds_it_already(postgres
 
     with PostgresStore(database_url, statement_timeout=3) as store:
         assert session_timeout(store) == "3s"
-    dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
-    with postgres.connect(autocommit=True) as conn:
-        conn.execute(f'ALTER DATABASE "{dbname}" SET statement_timeout = \'1s\'')
+    bound_by_the_database(postgres, database_url, "1s")
     with PostgresStore(database_url, statement_timeout=3) as store:
         assert session_timeout(store) == "1s"  # tighter already: left as it is
+
+
+def test_without_prepared_statements_the_timeout_must_be_every_sessions(postgres,
+                                                                        database_url):
+    """Behind a pooler in transaction mode a SET holds on one server connection only; the
+    store refuses to start rather than run unbounded statements on the others."""
+    with pytest.raises(StoreError, match=r"statement_timeout must be the role's own, at "
+                       r"most 3000 ms \(it is unbounded\): ALTER ROLE"):
+        PostgresStore(database_url, statement_timeout=3, prepared_statements=False)
+    bound_by_the_database(postgres, database_url, "5s")
+    with pytest.raises(StoreError, match=r"\(it is 5000 ms\)"):
+        PostgresStore(database_url, statement_timeout=3, prepared_statements=False)
+    bound_by_the_database(postgres, database_url, "3s")
+    PostgresStore(database_url, statement_timeout=3, prepared_statements=False).close()
+
+
+def bound_by_the_database(postgres, database_url, bound):
+    dbname = psycopg.conninfo.conninfo_to_dict(database_url)["dbname"]
+    with postgres.connect(autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{dbname}" SET statement_timeout = \'{bound}\'')
 
 
 def walk(store):
@@ -330,3 +349,37 @@ def test_pg_dump_and_pg_restore_into_a_fresh_cluster_keep_creation_order(lonely,
     finally:
         fresh.cleanup()
         lonely.drop_database("dumped")
+
+
+def test_a_create_committed_then_a_rebase_that_times_out_is_unknown(lonely, url):
+    """What kill -9 of a primary and a promotion do (seen in test_failover.py and
+    test_patroni.py): a create commits and its session ends before it hears so (unsettled);
+    the retry finds the clock on another timeline and rebases; the rebase cannot finish in
+    time. The plant is stored, so the 503 must say "outcome unknown", not "not created"."""
+    with PostgresStore(url, timeout=2) as store:
+        store.create(Plant(1, "first"))
+        standby(lonely, "nobody")  # the commit is made, then waits for a standby
+        thread, box = in_thread(lambda: store.create(Plant(2, "x")))
+        try:
+            with psycopg.connect(url) as admin:
+                deadline = time.monotonic() + 1.5
+                while not (waiting := waiting_backends(lonely)):
+                    assert time.monotonic() < deadline, "the create never waited"
+                    time.sleep(0.02)
+                admin.execute("SET synchronous_commit = local")
+                # What a promotion does to the clock: its timeline is no longer this one's.
+                admin.execute("UPDATE plant_store_clock SET timeline = timeline + 1")
+                admin.commit()
+                # A rebase that cannot finish in time (another instance's, a slow server).
+                admin.execute("SELECT FROM plant_store_clock FOR UPDATE")
+                with lonely.connect(autocommit=True) as other:
+                    other.execute("SELECT pg_terminate_backend(%s)", [min(waiting)])
+                thread.join(10)
+                admin.rollback()
+        finally:
+            standby(lonely, "")
+            thread.join(10)
+        [outcome] = box
+        assert store.get(2) == Plant(2, "x")  # committed before its session ended
+        assert isinstance(outcome, StoreUnavailable), outcome
+        assert outcome.unknown, f"'not created' for a committed create: {outcome}"

@@ -124,14 +124,29 @@ class Store(abc.ABC):
         ``retry_in``: after a failure, seconds before any worker may try it again (a store
         that one process owns leaves that to its worker)."""
 
+    @abc.abstractmethod
     def outbox_counts(self) -> tuple[int, int]:
         """How many deliveries are owed, and how many are dead letters."""
-        return len(self.deliveries()), len(self.deliveries(dead=True))
 
-    def claim(self, delivery_id: str, lease: float) -> bool:
-        """Take a delivery for ``lease`` seconds before sending it; False when another
-        worker has it. Stores that one process owns have one worker: always True."""
+    @abc.abstractmethod
+    def lanes(self) -> list[str]:
+        """The URLs whose oldest owed delivery may be sent now (not one another worker's
+        lane holds, nor one waiting out a back-off the store keeps), each once. Costs the
+        number of URLs, not the backlog."""
+
+    @abc.abstractmethod
+    def lane(self, url: str, limit: int) -> "list[Delivery]":
+        """Up to ``limit`` of the deliveries owed to ``url``, oldest first, ending before
+        the first that may not be sent yet (so none is sent ahead of an older one)."""
+
+    def hold_lane(self, url: str, lease: float) -> bool:
+        """Take ``url``'s lane, or keep it, for ``lease`` seconds: only its holder sends to
+        the URL. False when another worker holds it. Stores that one process owns have one
+        worker: always True."""
         return True
+
+    def free_lane(self, url: str) -> None:
+        """Give the lane up before its lease ends."""
 
     def check(self) -> None:
         """Raise :class:`StoreUnavailable`, saying why, unless the store can take writes

@@ -10,6 +10,7 @@ state to a new file beside the old one, fsyncs it and renames it into place, so 
 any moment leaves either the old file or the new one, each whole.
 """
 
+import itertools
 import logging
 import os
 import threading
@@ -173,8 +174,19 @@ class JsonFileStore(Store):
 
     def outbox_counts(self) -> tuple[int, int]:
         with self._cond:
-            dead = sum(d.dead for d in self._outbox)
-            return len(self._outbox) - dead, dead
+            return self._outbox.counts()
+
+    def lanes(self) -> list[str]:
+        with self._cond:
+            return self._outbox.urls()
+
+    def lane(self, url: str, limit: int) -> list[Delivery]:
+        """Only deliveries of durable creates, as :meth:`deliveries`; a pending one ends the
+        lane (a later delivery must not go ahead of it; its create wakes the worker once it
+        is acknowledged)."""
+        with self._cond:
+            owed = itertools.islice(self._outbox.queue(url), limit)
+            return list(itertools.takewhile(lambda d: not self._log.pending(d.plant_id), owed))
 
     def check(self) -> None:
         """Ready: the file open, still the file at its path, on a file system not mounted

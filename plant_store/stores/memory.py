@@ -10,6 +10,7 @@ stops tracking tuples of ints and strings, so a million stored plants do not mak
 full collection walk a million objects.
 """
 
+import itertools
 import os
 import threading
 from collections.abc import Sequence
@@ -71,6 +72,18 @@ class MemoryStore(Store):
                retry_in: float = 0.0) -> None:
         with self._lock:
             self._outbox.settle(delivery_id, state, error)
+
+    def outbox_counts(self) -> tuple[int, int]:
+        with self._lock:
+            return self._outbox.counts()
+
+    def lanes(self) -> list[str]:
+        with self._lock:
+            return self._outbox.urls()
+
+    def lane(self, url: str, limit: int) -> list[Delivery]:
+        with self._lock:
+            return list(itertools.islice(self._outbox.queue(url), limit))
 
     def close(self) -> None:
         with self._lock:

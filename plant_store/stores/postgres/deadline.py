@@ -18,7 +18,8 @@ Invariants:
   instead of returning it to the pool: a cancel request that arrives late can never hit
   the next statement sent on it.
 - One thread watches every deadline, waking at the earliest one; an operation costs a
-  dictionary insert and delete under one lock.
+  dictionary insert and delete under one lock. Cancel requests are sent in parallel, a
+  short-lived thread each, so connections expiring together are all cancelled at once.
 """
 
 import contextlib
@@ -102,10 +103,17 @@ class Watchdog:
                         self._entries.discard(entry)
                         _shut_down(entry.conn)
                     entry.cancelled = True
-            for entry in to_cancel:  # outside the lock: it may take CANCEL_TIMEOUT
-                with entry.busy, contextlib.suppress(Exception):
-                    if not entry.released:
-                        entry.conn.cancel_safe(timeout=CANCEL_TIMEOUT)
+            for entry in to_cancel:  # outside the lock, each in a thread of its own: one
+                # may take CANCEL_TIMEOUT (a frozen server), and in turn they would hold
+                # back every later deadline (ten connections: five seconds)
+                threading.Thread(target=_cancel, args=(entry,), daemon=True,
+                                 name="plant-store-cancel").start()
+
+
+def _cancel(entry: Entry) -> None:
+    with entry.busy, contextlib.suppress(Exception):
+        if not entry.released:
+            entry.conn.cancel_safe(timeout=CANCEL_TIMEOUT)
 
 
 def _shut_down(conn: psycopg.Connection) -> None:

@@ -1,8 +1,8 @@
 """Plants in PostgreSQL, through psycopg 3 and its connection pool.
 
 Every change is one statement in autocommit mode: one round trip, one transaction, and no
-transaction held open across anything slow (the webhook worker claims a delivery with a
-lease, sends it, then records the outcome, each a statement of its own).
+transaction held open across anything slow (the webhook worker holds a URL's lane with a
+lease, sends, then records the outcome, each a statement of its own).
 
 Every answer is true, and none waits without bound:
 
@@ -33,8 +33,10 @@ the data finds itself on another server or timeline (migration 0002 and query ``
 say how), so order and cursors survive a dump and restore, an upgrade and a promotion.
 """
 
+import dataclasses
 import itertools
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -43,6 +45,7 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
 from plant_store.stores.base import Plant, Store, StoreError, StoreUnavailable, replay
 from plant_store.stores.outbox import Delivery, deliveries_for
@@ -61,10 +64,12 @@ from plant_store.words import counted
 
 log = logging.getLogger(__name__)
 
-WRITES = frozenset({"create", "delete", "claim", "delivered", "failed", "retry"})
+WRITES = frozenset({"create", "delete", "hold_lane", "free_lane", "delivered", "failed",
+                    "retry"})
 # Settled by trying again: a create replays, a delete asks its token, a read reads again.
 SETTLED_BY_RETRY = frozenset({"create", "delete", "get", "page", "count", "due", "dead",
-                              "outbox_counts", "rebase", "forget_deletes"})
+                              "outbox_counts", "rebase", "forget_deletes", "lanes", "lane",
+                              "hold_lane", "free_lane"})
 RECONNECT_EVERY = 1.0  # seconds: the most the pool waits between attempts to reconnect
 FORGET_EVERY = 1024  # deletes between clean-ups of old delete tokens
 
@@ -81,6 +86,35 @@ class _Unsettled(Exception):
     """The attempt may have written: only another attempt can tell."""
 
 
+class _Reconnect(AttemptWithBackoff):
+    """psycopg_pool's reconnection back-off, capped at RECONNECT_EVERY: its own doubles
+    from 1 s while the database is away, so the service would come back long after it."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_EVERY)
+
+
+class _Pool(ConnectionPool):
+    """A pool that reconnects at least every RECONNECT_EVERY seconds (``reconnect_timeout``
+    is when psycopg_pool gives up, not a cap: after it, requests already waiting for a
+    connection would wait out their deadlines). Relies on psycopg_pool's
+    ``_add_connection`` and ``AttemptWithBackoff``, hence its bounded version."""
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None,
+                        growing: bool = False) -> None:
+        super()._add_connection(attempt or _Reconnect(timeout=self.reconnect_timeout),
+                                growing)
+
+
+@dataclasses.dataclass
+class _Operation:
+    """One call of the store, over all its statements: they share its deadline, and once an
+    attempt of any of them may have committed, a 503 must say the outcome is unknown."""
+    deadline: float  # monotonic
+    unsettled: bool = False
+
+
 class PostgresStore(Store):
     def __init__(self, url: str, *, pool_size: int = 10, timeout: float = 5.0,
                  statement_timeout: float = 5.0, prepared_statements: bool = True,
@@ -90,7 +124,12 @@ class PostgresStore(Store):
         self._pool_size = pool_size
         self._timeout = timeout
         self._statement_ms = round(statement_timeout * 1000)
+        # Without prepared statements the store expects a pooler in transaction mode, where
+        # a session's SET stays on whichever server connection ran it: the bound must be
+        # every session's own (the role's or the database's).
+        self._pooled = not prepared_statements
         self._deletes = itertools.count(1)
+        self._name = uuid.uuid4().hex  # of this store, in lane leases
         self._watchdog = Watchdog()
         kwargs = options(url, prepared_statements=prepared_statements)
         # The first connection is made here, not by the pool, so that a start that fails
@@ -108,10 +147,9 @@ class PostgresStore(Store):
                                          "run 'plant-store db migrate'")
             except psycopg.Error as exc:
                 raise StoreError(f"cannot use {self.where}: {reason(exc)}") from None
-        self._pool = ConnectionPool(
+        self._pool = _Pool(
             url, min_size=1, max_size=pool_size, timeout=timeout, open=False,
-            name="plant-store", kwargs=kwargs, configure=self._configure,
-            reconnect_timeout=RECONNECT_EVERY)
+            name="plant-store", kwargs=kwargs, configure=self._configure)
         self._pool.open(wait=False)
         self._prober = Prober(lambda: self._configure(psycopg.connect(url, **kwargs)),
                               self._watchdog, self.where)
@@ -121,7 +159,13 @@ class PostgresStore(Store):
         checked (StoreError naming it when it did not take)."""
         notices.watch(conn)
         wanted = self._statement_ms
-        current = conn.execute(QUERIES["statement_timeout"]).fetchone()[0]
+        current, default = conn.execute(QUERIES["statement_timeout"]).fetchone()
+        if self._pooled and (default == 0 or default > wanted):
+            raise StoreError(
+                f"{self.where}: with database_prepared_statements = false (a pooler in "
+                f"transaction mode) statement_timeout must be the role's own, at most "
+                f"{wanted} ms (it is {f'{default} ms' if default else 'unbounded'}): "
+                f"ALTER ROLE ... SET statement_timeout = '{wanted}ms'")
         if current == 0 or current > wanted:  # a role's or database's own bound may do
             conn.execute(QUERIES["set_statement_timeout"], {"ms": str(wanted)})
             current = conn.execute(QUERIES["statement_timeout"]).fetchone()[0]
@@ -133,26 +177,25 @@ class PostgresStore(Store):
         return conn
 
     def _run(self, name: str, params: dict[str, Any], result: Callable[[psycopg.Cursor], Any],
-             deadline: float | None = None) -> Any:
+             op: "_Operation | None" = None) -> Any:
         """Run a named query and return ``result(cursor)``, trying again on another
-        connection until it is settled or ``deadline`` (monotonic) passes."""
-        if deadline is None:
-            deadline = time.monotonic() + self._timeout
-        unsettled, last = False, None
+        connection until it is settled or the operation's deadline passes."""
+        op = op or _Operation(time.monotonic() + self._timeout)
+        deadline, last = op.deadline, None
         for attempt in itertools.count():
             try:
                 return self._attempt(name, params, result, deadline)
             except _Unsettled:
-                unsettled = True
+                op.unsettled = True
                 if name not in SETTLED_BY_RETRY:
                     raise self._unknown(name) from None
             except _NotDone as exc:
                 last = exc.error
                 if not exc.retry:
-                    last.unknown = unsettled
+                    last.unknown = op.unsettled
                     raise last from None
             if time.monotonic() >= deadline:
-                if unsettled:
+                if op.unsettled:
                     raise self._unknown(name) from None
                 raise last or StoreUnavailable(
                     f"{self.where} did not answer within {self._timeout:g} s", "deadline")
@@ -227,27 +270,26 @@ class PostgresStore(Store):
         params = {"id": plant.id, "name": plant.name.encode(), "tag": _utf8(plant.tag),
                   "delivery_ids": [d.id for d in owed], "urls": [d.url for d in owed],
                   "body": owed[0].body if owed else b""}
-        deadline = time.monotonic() + self._timeout
+        op = _Operation(time.monotonic() + self._timeout)
         for _ in range(3):
-            created, name, tag = self._run("create", params, lambda cur: cur.fetchone(),
-                                           deadline)
+            created, name, tag = self._run("create", params, lambda cur: cur.fetchone(), op)
             if created is None:  # the data is on another server or timeline than its clock
-                self._rebase(deadline)
+                self._rebase(op)
                 continue
             if created:
                 return plant, True
             return replay(_plant(plant.id, name, tag), plant), False
-        raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention")
+        raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention",
+                               unknown=op.unsettled)
 
     def delete(self, plant_id: int) -> bool:
         params = {"id": plant_id, "token": uuid.uuid4()}
-        deadline = time.monotonic() + self._timeout
-        deleted = self._run("delete", params, lambda cur: cur.fetchone() is not None, deadline)
+        op = _Operation(time.monotonic() + self._timeout)
+        deleted = self._run("delete", params, lambda cur: cur.fetchone() is not None, op)
         if not deleted:
             # An earlier attempt may still have been committing when this one looked: ask
             # the token once more, with a fresh snapshot.
-            deleted = self._run("delete", params, lambda cur: cur.fetchone() is not None,
-                                deadline)
+            deleted = self._run("delete", params, lambda cur: cur.fetchone() is not None, op)
         if next(self._deletes) % FORGET_EVERY == 0:
             try:
                 self._run("forget_deletes", {}, lambda cur: None)
@@ -260,20 +302,20 @@ class PostgresStore(Store):
         return None if row is None else _plant(plant_id, *row)
 
     def page(self, start: int, limit: int) -> tuple[list[Plant], int | None]:
-        deadline = time.monotonic() + self._timeout
+        op = _Operation(time.monotonic() + self._timeout)
         for _ in range(3):
             rows = self._run("page", {"start": start, "limit": limit + 1},
-                             lambda cur: cur.fetchall(), deadline)
+                             lambda cur: cur.fetchall(), op)
             if not rows or rows[-1][0] is not None:
                 break
-            self._rebase(deadline)
+            self._rebase(op)
         else:
             raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention")
         plants = [_plant(plant_id, name, tag) for plant_id, name, tag, _ in rows[:limit]]
         return plants, rows[limit][3] if len(rows) > limit else None
 
-    def _rebase(self, deadline: float) -> None:
-        self._run("rebase", {}, lambda cur: cur.rowcount, deadline)
+    def _rebase(self, op: "_Operation") -> None:
+        self._run("rebase", {}, lambda cur: cur.rowcount, op)
         log.info("%s: the data is on a new server or timeline; positions continue above "
                  "every earlier one", self.where)
 
@@ -288,9 +330,27 @@ class PostgresStore(Store):
     def outbox_counts(self) -> tuple[int, int]:
         return self._run("outbox_counts", {}, lambda cur: tuple(cur.fetchone()))
 
-    def claim(self, delivery_id: str, lease: float) -> bool:
-        return self._run("claim", {"id": delivery_id, "lease": lease},
+    def lanes(self) -> list[str]:
+        return self._run("lanes", {"holder": self._holder()},
+                         lambda cur: [url for (url,) in cur.fetchall()])
+
+    def lane(self, url: str, limit: int) -> list[Delivery]:
+        rows = self._run("lane", {"url": url, "limit": limit}, lambda cur: cur.fetchall())
+        due = itertools.takewhile(lambda row: row[-1], rows)
+        return [Delivery(i, plant_id, url, bytes(body), attempts, error, is_dead)
+                for i, plant_id, url, body, attempts, error, is_dead, _ in due]
+
+    def hold_lane(self, url: str, lease: float) -> bool:
+        return self._run("hold_lane", {"url": url, "holder": self._holder(), "lease": lease},
                          lambda cur: cur.rowcount == 1)
+
+    def free_lane(self, url: str) -> None:
+        self._run("free_lane", {"url": url, "holder": self._holder()}, lambda cur: None)
+
+    def _holder(self) -> str:
+        """This worker's name for lane leases: the process too, as a store made before a
+        pre-fork server forks is each worker's, and each worker sends on its own."""
+        return f"{self._name}:{os.getpid()}"
 
     def settle(self, delivery_id: str, state: str, error: str | None = None,
                retry_in: float = 0.0) -> None:

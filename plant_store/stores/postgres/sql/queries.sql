@@ -100,16 +100,41 @@ WHERE NOT dead AND due <= now()
 ORDER BY owed_at, id
 LIMIT 1000;
 
--- name: claim
--- Lease one delivery to this worker just before it is sent: another instance skips it
--- (SKIP LOCKED while this runs, ``due`` after) and takes it over only if the lease runs
--- out (the claimant died mid-delivery: at least once, with the same delivery id).
-UPDATE plant_store_outbox SET due = now() + make_interval(secs => %(lease)s)
-WHERE id IN (
-    SELECT id FROM plant_store_outbox
-    WHERE id = %(id)s AND NOT dead AND due <= now()
-    FOR UPDATE SKIP LOCKED
+-- name: lanes
+-- The URLs whose oldest owed delivery is due and whose lane no other worker holds: a skip
+-- scan of the lane index, one probe per URL, so a backlog behind one URL costs nothing here.
+WITH RECURSIVE heads AS (
+    (SELECT url, due FROM plant_store_outbox WHERE NOT dead ORDER BY url, owed_at, id LIMIT 1)
+    UNION ALL
+    SELECT next.url, next.due FROM heads, LATERAL (
+        SELECT url, due FROM plant_store_outbox
+        WHERE NOT dead AND url > heads.url
+        ORDER BY url, owed_at, id LIMIT 1
+    ) AS next
+)
+SELECT url FROM heads
+WHERE due <= now() AND NOT EXISTS (
+    SELECT FROM plant_store_lanes AS l
+    WHERE l.url = heads.url AND l.holder <> %(holder)s AND l.until > now()
 );
+
+-- name: lane
+-- A URL's next deliveries, oldest first; the last column says whether each is due.
+SELECT id, plant_id, url, body, attempts, error, dead, due <= now() FROM plant_store_outbox
+WHERE url = %(url)s AND NOT dead
+ORDER BY owed_at, id
+LIMIT %(limit)s;
+
+-- name: hold_lane
+-- Take a free or expired lane, or renew this holder's; no row when another holds it.
+INSERT INTO plant_store_lanes AS l (url, holder, until)
+VALUES (%(url)s, %(holder)s, now() + make_interval(secs => %(lease)s))
+ON CONFLICT (url) DO UPDATE SET holder = excluded.holder, until = excluded.until
+WHERE l.holder = excluded.holder OR l.until <= now()
+RETURNING true;
+
+-- name: free_lane
+DELETE FROM plant_store_lanes WHERE url = %(url)s AND holder = %(holder)s;
 
 -- name: dead
 SELECT id, plant_id, url, body, attempts, error, dead FROM plant_store_outbox
@@ -126,8 +151,9 @@ INSERT INTO plant_store_probe AS p (at) VALUES (now())
 ON CONFLICT (one) DO UPDATE SET at = excluded.at;
 
 -- name: statement_timeout
--- In milliseconds; 0 is none.
-SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout';
+-- In milliseconds; 0 is none: the session's, and every new session's (reset_val: the
+-- server's, the database's or the role's, never a SET's).
+SELECT setting::bigint, reset_val::bigint FROM pg_settings WHERE name = 'statement_timeout';
 
 -- name: set_statement_timeout
 SELECT set_config('statement_timeout', %(ms)s, false);

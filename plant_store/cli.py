@@ -152,7 +152,7 @@ def _need_journal(cfg: config.Config, command: str) -> None:
     if cfg.store != "jsonfile":
         raise cfg.blame("store", f"'plant-store {command}' reads the JSON-file store only")
     path = os.path.join(cfg.data_dir, jsonfile.DATA_FILE)
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         raise DataDirError(f"{os.path.abspath(path)} does not exist: no JSON-file store there")
 
 

@@ -132,7 +132,8 @@ class TokenFile:
         except FileNotFoundError:
             return []
         except (OSError, ValueError, RecursionError) as exc:
-            raise TokenFileError(f"cannot read token file {self.path}: {exc}") from None
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise TokenFileError(f"cannot read token file {self.path}: {reason}") from None
         tokens = data.get("tokens") if isinstance(data, dict) else None
         if not isinstance(tokens, list) or not all(map(_is_entry, tokens)):
             raise TokenFileError(f"cannot read token file {self.path}: not a list of tokens, "
@@ -188,9 +189,10 @@ class TokenFile:
         directory = os.path.dirname(os.path.abspath(self.path))
         try:
             os.makedirs(directory, exist_ok=True)
-            fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = regular_files.opener(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise TokenFileError(f"cannot lock token file {self.path}: {exc.strerror}") from None
+            raise TokenFileError(f"cannot lock token file {self.path} (by {self.path}.lock): "
+                                 f"{exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

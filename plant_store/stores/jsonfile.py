@@ -10,6 +10,7 @@ state to a new file beside the old one, fsyncs it and renames it into place, so 
 any moment leaves either the old file or the new one, each whole.
 """
 
+import contextlib
 import itertools
 import logging
 import os
@@ -241,9 +242,8 @@ class JsonFileStore(Store):
             lines += [b"%s,\"seq\":%d}" % (record[:-1], seq) for seq, record in plants]
             lines += [journal.encode_outbox(d) for d in owed]
             tmp = os.path.join(self.data_dir, COMPACT_FILE)
-            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
             try:
-                fd = os.open(tmp, flags, 0o644)
+                fd = regular_files.opener(tmp, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC)
             except OSError as exc:
                 raise StoreUnavailable(f"cannot write {tmp}: {exc.strerror}") from None
             try:
@@ -282,11 +282,10 @@ class JsonFileStore(Store):
         """Open (or create) the journal, cut a torn last line, and read it back."""
         path = self.path
         try:
-            stale = os.path.join(self.data_dir, COMPACT_FILE)
-            if os.path.exists(stale):  # a compaction died before its rename: never live
-                os.unlink(stale)
-            created = not os.path.exists(path)
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            with contextlib.suppress(FileNotFoundError):  # a compaction that died before
+                os.unlink(os.path.join(self.data_dir, COMPACT_FILE))  # its rename: never live
+            created = not os.path.lexists(path)
+            fd = regular_files.opener(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         except OSError as exc:
             raise DataDirError(f"cannot open {path}: {exc.strerror}") from None
         try:

@@ -4,6 +4,7 @@ import fcntl
 import os
 import time
 
+from plant_store import regular_files
 from plant_store.stores.base import DataDirError, StoreError
 
 POLL_INTERVAL = 0.05  # seconds between tries while waiting for the owner to let go
@@ -16,11 +17,16 @@ class StoreLocked(StoreError):
 
 def hold(data_dir: str, timeout: float = 0.0) -> int:
     """Make ``data_dir`` if need be and lock it for this process (``acquire``), whatever
-    store keeps the data: two processes must never both acknowledge writes for it."""
+    store keeps the data: two processes must never both acknowledge writes for it. A data
+    directory that is a symbolic link is refused: whoever can write beside it could point it
+    elsewhere between two opens."""
     try:
         os.makedirs(data_dir, exist_ok=True)
     except OSError as exc:
         raise DataDirError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
+    if os.path.islink(data_dir.rstrip(os.sep) or os.sep):
+        raise DataDirError(f"data directory {data_dir}: {regular_files.LINK}; name "
+                           f"{os.path.realpath(data_dir)} instead")
     return acquire(os.path.join(data_dir, LOCK_FILE), timeout)
 
 
@@ -32,7 +38,7 @@ def acquire(path: str, timeout: float = 0.0) -> int:
     by a signal, and signals belong to the main thread.
     """
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = regular_files.opener(path, os.O_RDWR | os.O_CREAT)
     except OSError as exc:
         raise DataDirError(f"cannot open lock file {path}: {exc.strerror}") from None
     deadline = time.monotonic() + timeout

@@ -205,7 +205,8 @@ def _import(cfg: config.Config, path: str) -> int:
         raise transfer.TransferError(f"cannot read {name}: {exc.strerror}") from None
     try:
         with source, open_store(cfg, lock_timeout=0) as store:
-            result = transfer.import_lines(store, source)  # Ctrl-C in it names the line
+            # Ctrl-C in it names the line
+            result = transfer.import_lines(store, source, cfg.max_body_size)
     except OSError as exc:  # the store raises StoreError: this is the input
         raise transfer.TransferError(f"cannot read {name}: {exc.strerror}") from None
     except KeyboardInterrupt:  # Ctrl-C while the store opened

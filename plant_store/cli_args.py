@@ -112,7 +112,7 @@ def parser() -> argparse.ArgumentParser:
                                         "order, skipping those already there (a "
                                         "JSON-file store's server stopped); run it again "
                                         "to resume",
-                    (*STORE, "fsync"))
+                    (*STORE, "fsync", "max_body_size"))
     load.add_argument("--input", metavar="FILE", default="-",
                       help="file to read [default: standard input]")
 

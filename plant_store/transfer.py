@@ -3,8 +3,9 @@
 
 Both speak only the Store interface. An export walks the pages in creation order and
 writes one NewPlant per line (``{"id":..,"name":..,"tag":..}``, ``tag`` only when set),
-exactly as orjson writes it. An import reads such lines, holds each to the API's NewPlant
-schema, and creates the plants in file order. It is idempotent: a plant already stored is
+exactly as orjson writes it. An import reads such lines, holds each to the API's limits
+(``max_body_size``, read with that bound, and the NewPlant schema), and creates the plants
+in file order. It is idempotent: a plant already stored is
 a replay, counted and skipped, so an interrupted import is resumed by running it again. An
 imported plant owes no webhook delivery: it is moved, not new.
 
@@ -20,7 +21,7 @@ needs a batch create in the store itself: many plants in one fsync, or one trans
 import contextlib
 import signal
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import BinaryIO, NamedTuple
 
 import orjson
@@ -75,15 +76,22 @@ def encode(plant: Plant) -> bytes:
     return orjson.dumps(document, option=orjson.OPT_APPEND_NEWLINE)
 
 
-def import_lines(store: Store, lines: Iterable[bytes]) -> Imported:
-    """Create the plant of each line in ``store``, in order. A line that is not a valid
-    NewPlant, or whose id is stored with another name or tag, stops the import there:
-    TransferError names the line, and the lines before it are in the store."""
+def import_lines(store: Store, source: BinaryIO, max_size: int) -> Imported:
+    """Create the plant of each line of ``source`` in ``store``, in order. A line that is
+    not a valid NewPlant, is longer than ``max_size`` bytes (a body the API would answer 413),
+    or whose id is stored with another name or tag, stops the import there: TransferError
+    names the line, and the lines before it are in the store."""
     created = replayed = 0
     with _interruptible() as interrupted:
-        for number, line in enumerate(lines, 1):
+        number = 0
+        # A bounded read: a line without end (/dev/zero) would grow the process without end.
+        while line := source.readline(max_size + 2):
+            number += 1
             if interrupted.is_set():  # Ctrl-C: between two lines, so exactly those before
                 raise _stopped(number, "interrupted; run the import again to resume")
+            if len(line.removesuffix(b"\n")) > max_size:
+                raise _stopped(number, f"longer than max_body_size ({max_size} bytes), the "
+                                       "largest body the API accepts")
             plant = decode(line, number)
             try:
                 _, new = store.create(plant)

@@ -6,6 +6,7 @@ The round trip moves PLANTS plants (20,000 by default, about 10 s here);
 ``PLANT_STORE_ROUNDTRIP_PLANTS=100000`` runs the issue's full size by hand.
 """
 
+import contextlib
 import os
 import random
 import signal
@@ -249,6 +250,49 @@ def test_a_malformed_line_stops_the_import_naming_its_number(tmp_path, destinati
         "plant-store: error: import stopped at line 3 (the 2 lines before it are in the "
         f"store): {problem}")
     assert listed(destination.settings) == [Plant(1, "one"), Plant(2, "two")]
+
+
+@pytest.mark.parametrize("at", [1, 3])
+def test_a_line_longer_than_max_body_size_stops_the_import(tmp_path, destination, at):
+    """The API answers 413 to a body past max_body_size; an import held such a plant, and
+    GET /plants then served it. A line of exactly the limit is a body of it: accepted."""
+    limit = 100
+    lines = [b'{"id": 1, "name": "one"}', b'{"id": 2, "name": "%s"}' % (b"x" * 79)]
+    assert len(lines[1]) == limit
+    lines.insert(at - 1, b'{"id": 3, "name": "%s"}' % (b"x" * 80))  # one byte more
+    result = plant_store("import", *flags(destination.settings), "--max-body-size", limit,
+                         stdin=b"\n".join(lines) + b"\n")
+    before = {1: "nothing before it is imported", 3: "the 2 lines before it are in the store"}
+    assert one_error_line(result) == (
+        f"plant-store: error: import stopped at line {at} ({before[at]}): longer than "
+        f"max_body_size ({limit} bytes), the largest body the API accepts")
+    assert [p.id for p in listed(destination.settings)] == [1, 2][: at - 1]
+
+
+def test_endless_input_without_a_newline_is_refused_at_once(tmp_path):
+    """A line is read with a bound: /dev/zero through a pipe grew the import without end."""
+    def run(data: bytes):
+        importing = subprocess.Popen(
+            [sys.executable, "-m", "plant_store", "import", "--data-dir", tmp_path / "data"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, bufsize=0)
+        began = time.monotonic()
+        with contextlib.suppress(BrokenPipeError):  # it stopped reading, as it should
+            importing.stdin.write(data)
+        importing.stdin.close()
+        _, status, usage = os.wait4(importing.pid, 0)
+        importing.returncode = os.waitstatus_to_exitcode(status)
+        stderr = importing.stderr.read().decode()
+        importing.stderr.close()
+        return importing.returncode, stderr, time.monotonic() - began, usage.ru_maxrss * 1024
+
+    code, stderr, _, baseline = run(b'{"id": 1, "name": "one"}\n')
+    assert code == 0, stderr
+    code, stderr, took, peak = run(bytes(200 << 20))  # 200 MB of zeros, no newline
+    assert code == 2 and stderr.startswith("plant-store: error: import stopped at line 1 "
+                                           "(nothing before it is imported): longer than "
+                                           "max_body_size"), stderr
+    assert took < 5
+    assert peak < baseline + (20 << 20), f"{peak >> 20} MB at most, {baseline >> 20} MB for one"
 
 
 def test_both_refuse_while_a_server_holds_the_store(tmp_path):

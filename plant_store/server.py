@@ -1,4 +1,5 @@
-"""Run the app on waitress until SIGTERM or SIGINT, finish what is in flight, close the store."""
+"""Run the app on waitress until SIGTERM, SIGINT or SIGHUP, finish what is in flight, close
+the store."""
 
 import logging
 import os
@@ -79,6 +80,10 @@ def serve(
                  config.threads)
         signal.signal(signal.SIGTERM, _interrupt)
         signal.signal(signal.SIGINT, _interrupt)
+        # SIGHUP too: waitress reopens no logs, and a closed terminal or a supervisor's HUP
+        # must not lose the requests in flight. Ignored (nohup), it stays ignored.
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+            signal.signal(signal.SIGHUP, _interrupt)
         # On a stop signal waitress stops accepting, lets each worker finish its request and
         # send the answer (workers write their own answers), waits up to 5 s, and returns.
         server.run()

@@ -7,6 +7,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 from serverproc import Server
 
 
@@ -77,7 +79,10 @@ JsonFileStore.create = slow_create
 """
 
 
-def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_finishes_the_request_in_flight_then_exits_0(tmp_path, sig):
+    """SIGHUP too: waitress reopens no logs, and a closed terminal or a supervisor's HUP
+    killed the server at once, the request and the last access lines lost."""
     with Server(tmp_path, prelude=SLOW_STORE) as server:
         token = server.first_token
         answers = []
@@ -85,13 +90,24 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path):
             server.request("POST", "/plants", {"id": 7, "name": "Fern"}, token)))
         in_flight.start()
         time.sleep(0.5)  # the create is sleeping in the store
-        server.proc.send_signal(signal.SIGTERM)
+        server.proc.send_signal(sig)
         in_flight.join(10)
         assert server.proc.wait(10) == 0
     assert [(status, body) for status, _, body in answers] == [(200, {"name": "Fern"})]
-    assert "plant-store stopped" in "".join(server.stderr)
+    lines = "".join(server.stderr).splitlines()
+    assert "POST /plants 200" in lines[-2] and lines[-1].endswith("plant-store stopped")
     with Server(tmp_path) as server:  # acknowledged, so on disk
         assert server.request("POST", "/plants", {"id": 7, "name": "Other"}, token)[0] == 409
+
+
+def test_sighup_ignored_as_nohup_leaves_it_keeps_serving(tmp_path):
+    """``nohup plant-store serve`` must outlive its terminal, as it did."""
+    with Server(tmp_path, "--store", "memory",
+                prelude="import signal; signal.signal(signal.SIGHUP, signal.SIG_IGN)") as server:
+        server.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+        assert server.request("GET", "/health")[0] == 200
+    assert server.proc.returncode == 0
 
 
 def test_json_lines_logs_with_request_ids(tmp_path):

@@ -14,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @contextlib.contextmanager
-def running(command, taskset=None, wrapper=(), env=None):
+def running(command, taskset=None, wrapper=(), env=None, cwd=None):
     """Yield (host, port, proc) once ``command`` logs its URL; its log goes to a file.
     ``wrapper`` goes before the command (valgrind, say); ``env`` adds to the environment."""
     command = [*wrapper, *command]
@@ -22,7 +22,7 @@ def running(command, taskset=None, wrapper=(), env=None):
         command = ["taskset", "-c", taskset, *command]
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log,
-                                env={**os.environ, **(env or {})})
+                                env={**os.environ, **(env or {})}, cwd=cwd)
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
@@ -49,7 +49,9 @@ def plant_store(data_dir, *args, taskset=None, wrapper=(), tree=None):
     command = [sys.executable, "-m", "plant_store", "serve", "--port", "0",
                "--data-dir", data_dir, *args]
     env = {"PYTHONPATH": os.path.abspath(tree)} if tree else None
-    with running(command, taskset, wrapper, env) as (host, port, proc):
+    # In the tree too: ``python -m`` puts the working directory before PYTHONPATH, so from
+    # this checkout's root the "before" service would run this checkout's code.
+    with running(command, taskset, wrapper, env, cwd=tree) as (host, port, proc):
         yield host, port, token, proc
 
 

@@ -34,6 +34,10 @@ else:
     _made = None
 
 
+# gunicorn's threaded worker, with /health and /ready on threads of their own
+# (plant_store.gunicorn_probes); ``-k`` on the command line overrides it.
+worker_class = "plant_store.gunicorn_probes.ProbeLaneWorker"
+
 # Each worker's files grow a page at a time through mmap: on a full file system the write
 # faults and the kernel kills the worker (SIGBUS), mid-request, after its commit.
 MIN_FREE = 64 << 20  # bytes free in the directory at start

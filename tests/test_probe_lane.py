@@ -1,10 +1,17 @@
-"""/health and /ready answer at once while every request thread waits: waitress queues
-requests for its threads, and a probe must not wait its turn (plant_store.probe_lane)."""
+"""/health and /ready answer at once while every request thread waits, under every server
+the docs offer: waitress queues requests for its threads, gunicorn's threaded worker too,
+and a probe must not wait its turn (plant_store.probe_lane, plant_store.gunicorn_probes)."""
 
+import os
+import sys
 import threading
 import time
 
+import pytest
+
+from plant_store.gunicorn_probes import is_probe
 from serverproc import Server
+from test_prefork import WsgiServer
 
 STUCK_STORE = """
 import time
@@ -17,24 +24,57 @@ JsonFileStore.create = stuck_create
 """
 
 
-def timed(server, path):
+def timed(request, path):
     started = time.monotonic()
-    status = server.request("GET", path, timeout=10)[0]
+    status = request("GET", path, timeout=10)[0]
     return status, time.monotonic() - started
 
 
-def test_probes_answer_within_a_second_while_every_thread_and_the_queue_wait(tmp_path):
+def probes_while_stuck(request, token, prefix=""):
+    """6 creates on 2 request threads (2 served, 4 queued), then probes; their answers."""
+    creates = [threading.Thread(target=request, args=(
+        "POST", f"{prefix}/plants", {"id": n, "name": "Fern"}), kwargs={"token": token,
+                                                                         "timeout": 30})
+        for n in range(6)]
+    for create in creates:
+        create.start()
+    time.sleep(0.5)
+    answers = [timed(request, prefix + path) for path in ("/health", "/ready") * 3]
+    for create in creates:
+        create.join(30)
+    return answers
+
+
+def test_under_serve(tmp_path):
     with Server(tmp_path, "--threads", "2", "--url-prefix", "/api",
                 prelude=STUCK_STORE) as server:
-        token = server.first_token
-        creates = [threading.Thread(target=server.request, args=(
-            "POST", "/api/plants", {"id": n, "name": "Fern"}, token), kwargs={"timeout": 30})
-            for n in range(6)]  # 2 in the threads, 4 queued behind them
-        for create in creates:
-            create.start()
-        time.sleep(0.5)
-        answers = [timed(server, path) for path in ("/api/health", "/api/ready") * 3]
-        assert all(status == 200 for status, _ in answers), answers
-        assert max(took for _, took in answers) < 1.0, answers
-        for create in creates:
-            create.join(30)
+        answers = probes_while_stuck(server.request, server.first_token, "/api")
+    assert all(status == 200 for status, _ in answers), answers
+    assert max(took for _, took in answers) < 1.0, answers
+
+
+def test_under_gunicorn(tmp_path):
+    (tmp_path / "stuck_app.py").write_text(
+        STUCK_STORE + "from plant_store.wsgi import application  # noqa: E402,F401\n")
+    gunicorn = os.path.join(os.path.dirname(sys.executable), "gunicorn")
+    server = WsgiServer([gunicorn, "-b", "127.0.0.1:{port}", "-c",
+                         "python:plant_store.gunicorn_hooks", "--threads", "2",
+                         "--pythonpath", str(tmp_path), "stuck_app:application"],
+                        tmp_path / "data")
+    with server:
+        def request(method, path, body=None, token=None, timeout=10):
+            from serverproc import http_request
+            return http_request("127.0.0.1", server.port, method, path, body, token,
+                                timeout=timeout)
+        answers = probes_while_stuck(request, server.token)
+    assert all(status == 200 for status, _ in answers), answers
+    assert max(took for _, took in answers) < 1.0, answers
+
+
+@pytest.mark.parametrize(("head", "probe"), [
+    (b"GET /health HTTP/1.1\r\n", True), (b"HEAD /ready?x=1 HTTP/1.1\r\n", True),
+    (b"GET /api/ready HTTP/1.1\r\n", True), (b"POST /health HTTP/1.1\r\n", False),
+    (b"GET /plants HTTP/1.1\r\n", False), (b"GET /healthy HTTP/1.1\r\n", False),
+    (b"", False), (b"\x16\x03\x01\x02\x00", False)])
+def test_a_probe_is_told_from_its_first_bytes(head, probe):
+    assert is_probe(head) is probe

@@ -18,11 +18,14 @@ Invariants:
   instead of returning it to the pool: a cancel request that arrives late can never hit
   the next statement sent on it.
 - One thread watches every deadline, waking at the earliest one; an operation costs a
-  dictionary insert and delete under one lock. Cancel requests are sent in parallel, a
-  short-lived thread each, so connections expiring together are all cancelled at once.
+  set insert and delete under one lock, and wakes the thread only when its deadline comes
+  before the one the thread sleeps until (rarely: deadlines are now plus one timeout).
+  Cancel requests are sent in parallel, a short-lived thread each, so connections
+  expiring together are all cancelled at once.
 """
 
 import contextlib
+import math
 import os
 import socket
 import threading
@@ -52,6 +55,7 @@ class Watchdog:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._entries: set[Entry] = set()
+        self._asleep_until = math.inf  # when the watching thread wakes next, if it waits
         self._thread: threading.Thread | None = None
         self._closed = False
 
@@ -63,7 +67,8 @@ class Watchdog:
                 self._thread = threading.Thread(target=self._watch, name=self._name,
                                                 daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            if deadline < self._asleep_until:  # most deadlines come after one it waits for
+                self._wake.notify()
         return entry
 
     def exit(self, entry: Entry) -> bool:
@@ -93,7 +98,9 @@ class Watchdog:
                 if not due:
                     soonest = min((e.deadline + GRACE if e.cancelled else e.deadline
                                    for e in self._entries), default=now + 60)
+                    self._asleep_until = soonest
                     self._wake.wait(max(0.001, soonest - now))
+                    self._asleep_until = -math.inf  # awake: it looks at every entry anyway
                     continue
                 for entry in due:
                     entry.expired = True

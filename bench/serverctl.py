@@ -31,6 +31,7 @@ def running(command, taskset=None, wrapper=(), env=None, cwd=None):
                 if match:
                     break
                 if proc.poll() is not None:
+                    log.seek(0)
                     raise RuntimeError("server failed to start:\n" + log.read())
                 time.sleep(0.05)
             else:

@@ -7,11 +7,18 @@ reads (its ``total`` only hands the reads what connecting left over, still per r
 httpx's read timeout is per chunk received. So the standard library's http.client is used,
 with a watchdog that shuts the socket down at the deadline: that wakes a blocked send or
 read at once, on plain and TLS connections alike.
+
+Name resolution cannot be woken that way: ``getaddrinfo`` blocks in the C library (a DNS
+server that never answers holds it for the resolver's own retries, many seconds) and no
+timeout reaches it. So it runs in a thread of its own, waited on until the deadline and then
+left behind: a daemon thread, so a lookup that never returns holds neither the delivery nor
+the process's exit. Connecting to the addresses found is then bounded by what is left.
 """
 
 import http.client
 import socket
 import threading
+import time
 from contextlib import suppress
 from urllib.parse import urlsplit
 
@@ -64,6 +71,54 @@ class Watchdog:
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+def resolve(host: str, port: int, seconds: float) -> list[tuple]:
+    """``getaddrinfo``'s TCP addresses of ``host``, or TimeoutError after ``seconds``."""
+    found: list = []
+
+    def lookup() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            found.append(exc)
+
+    thread = threading.Thread(target=lookup, name="plant-store-resolve", daemon=True)
+    thread.start()
+    thread.join(max(seconds, 0))
+    if not found:
+        raise TimeoutError(f"no address for {host} within {seconds:.3g} s")
+    if isinstance(found[0], OSError):
+        raise found[0]
+    return found[0]
+
+
+def connector(deadline: float):
+    """A ``create_connection`` for http.client (its hook for how a connection connects)
+    that resolves and connects by ``deadline`` (time.monotonic()), trying each address the
+    name has in turn, as the standard one does."""
+
+    def create_connection(address: tuple, timeout: float, source_address=None):
+        host, port = address
+        error: OSError = TimeoutError(f"no connection to {host} by the deadline")
+        for family, kind, proto, _, sockaddr in resolve(host, port,
+                                                        deadline - time.monotonic()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(min(timeout, left))
+                if source_address:
+                    sock.bind(source_address)
+                sock.connect(sockaddr)
+                return sock
+            except OSError as exc:
+                sock.close()
+                error = exc
+        raise error
+
+    return create_connection
+
+
 ERROR_LIMIT = 300  # characters of an error kept
 
 
@@ -79,6 +134,7 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str 
     except ValueError as exc:
         return escape(f"ValueError: {url}: {exc}")[:ERROR_LIMIT]
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    connection._create_connection = connector(time.monotonic() + timeout)
     watchdog = Watchdog(connection, timeout)
     error = None
     try:

@@ -10,7 +10,7 @@ from plant_store import webhooks
 from plant_store.config import Config
 from plant_store.stores import MemoryStore, Plant
 from receiver import SECRET, Receiver, Stalling, verified
-from serverproc import Server
+from serverproc import Server, run_cli
 
 
 def worker_for(store, *urls, timeout):
@@ -147,3 +147,40 @@ def test_what_a_subscriber_answers_reaches_the_log_as_one_escaped_line():
     for error in errors:
         assert error and error.isprintable() and len(error) <= ERROR_LIMIT, repr(error)
     assert "\\x00" in errors[0] and "\\x1b" in errors[1]
+
+
+HANGING_RESOLVER = """
+import socket, time
+_getaddrinfo = socket.getaddrinfo
+def getaddrinfo(host, *args, **kwargs):
+    if host == "hang.invalid":  # a DNS server that never answers
+        time.sleep(30)
+    return _getaddrinfo(host, *args, **kwargs)
+socket.getaddrinfo = getaddrinfo
+"""
+
+
+def test_a_host_whose_name_never_resolves_holds_a_delivery_no_longer_than_the_timeout(
+        tmp_path):
+    timeout = 1
+    url = "http://hang.invalid/hook"
+    data = tmp_path / "data"
+    server = Server(data, "--webhook-urls", url, "--webhook-secret", SECRET,
+                    "--webhook-timeout", str(timeout), "--webhook-backoff", "60",
+                    prelude=HANGING_RESOLVER)
+    with server:
+        status, _, _ = server.request("POST", "/plants", {"id": 1, "name": "Fern"},
+                                      token=server.first_token)
+        assert status == 200
+        time.sleep(0.3)  # the delivery is waiting for its host's address
+        signalled = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        try:
+            returncode = server.proc.wait(timeout + 3)
+        except subprocess.TimeoutExpired:
+            returncode = None
+        exited_in = time.monotonic() - signalled
+    assert returncode == 0, "".join(server.stderr)
+    assert exited_in < timeout + 1.5, exited_in
+    (row,) = run_cli("webhooks", "list", "--data-dir", str(data)).stdout.splitlines()
+    assert url in row and "TimeoutError" in row, row  # failed, and still owed

@@ -15,16 +15,23 @@ back). So, once per start of the server, in gunicorn's master:
   not, and the client chooses its mode when first imported), and removed when gunicorn
   exits.
 
-The workers keep no gauges in those files (the outbox's are read from the store at each
-scrape), so nothing has to be marked dead when a worker ends. Other pre-fork servers
-(uWSGI): set ``PROMETHEUS_MULTIPROC_DIR`` to a directory made empty at each start, e.g.
-systemd's ``RuntimeDirectory=``.
+When a worker ends (recycled by ``max_requests``, killed, or at a reload), the master
+marks it dead for the client and merges its files into the ended workers' archive
+(:mod:`plant_store.metrics_archive`), so the directory stays a few files plus two per live
+worker. Other pre-fork servers (uWSGI): set ``PROMETHEUS_MULTIPROC_DIR`` to a directory
+made empty at each start, e.g. systemd's ``RuntimeDirectory=``; it then keeps two files per
+worker that ever ran.
 """
 
 import glob
 import os
 import shutil
 import tempfile
+import threading
+
+from prometheus_client import multiprocess
+
+from plant_store import metrics_archive
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -63,3 +70,29 @@ def on_starting(server: object) -> None:
 def on_exit(server: object) -> None:
     if _made and os.environ.get(ENV) == _made:
         shutil.rmtree(_made, ignore_errors=True)
+
+
+_ended: set[int] = set()  # PIDs of ended workers whose files are still to merge
+_merging = threading.Lock()
+
+
+def child_exit(server, worker) -> None:
+    """Fold an ended worker's counts into the archive, and those of any whose merge was
+    put off. gunicorn calls this in the master's SIGCHLD handler, which another worker's
+    end may interrupt: the inner call then only adds its PID, for the next call. A PID put
+    off and since given to a new worker waits for that one's end."""
+    directory = os.environ[ENV]
+    multiprocess.mark_process_dead(worker.pid, directory)
+    _ended.add(worker.pid)
+    if not _merging.acquire(blocking=False):
+        return
+    try:
+        for pid in sorted(_ended - set(server.WORKERS)):
+            try:
+                if metrics_archive.merge_ended(directory, pid):
+                    _ended.discard(pid)
+            except Exception:  # raised here, it would end the master
+                _ended.discard(pid)
+                server.log.exception("metrics of ended worker %d left unmerged", pid)
+    finally:
+        _merging.release()

@@ -14,7 +14,8 @@ a method outside HTTP's own is ``OTHER``.
 Several processes (``multiprocess_dir``, a pre-fork server's workers): each counts in files
 of its own there (the client's multiprocess mode, chosen by ``PROMETHEUS_MULTIPROC_DIR``
 when the client is first imported) and a scrape, whichever worker serves it, sums them all,
-those of workers that have ended included, so counters never go back. The two gauges
+those of workers that have ended included (merged into one archive,
+:mod:`plant_store.metrics_archive`), so counters never go back. The two gauges
 (deliveries owed, dead letters) are not kept in those files: they are read from the store
 at each scrape, which the PostgreSQL store's processes share, so no worker's copy can go
 stale when it ends. See :mod:`plant_store.gunicorn_hooks` for making the directory.
@@ -36,6 +37,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from plant_store import metrics_archive
 from plant_store.config import Config
 from plant_store.stores import Store, StoreUnavailable
 from plant_store.stores.base import CAUSES, StoreObserver
@@ -101,6 +103,8 @@ class Metrics(StoreObserver):
             self._refused.labels(reason)
         self._outbox = _OutboxGauges(store)
         registry.register(self._outbox)
+        self._outbox_registry = CollectorRegistry(auto_describe=False)  # several processes'
+        self._outbox_registry.register(self._outbox)
         self._children: dict[tuple, tuple] = {}
         self._batch = _Batch() if multiprocess_dir is None else None
         store.observer = self
@@ -167,8 +171,9 @@ class Metrics(StoreObserver):
             return generate_latest(self.registry)
         registry = CollectorRegistry(auto_describe=False)
         MultiProcessCollector(registry, self._multiprocess_dir)
-        registry.register(self._outbox)
-        return generate_latest(registry)
+        with metrics_archive.reading(self._multiprocess_dir):  # not the outbox's query
+            counted = generate_latest(registry)
+        return counted + generate_latest(self._outbox_registry)
 
 
 class _Batch:

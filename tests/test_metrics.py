@@ -211,6 +211,54 @@ def test_gunicorn_workers_on_postgresql_add_up_in_one_scrape(tmp_path, database_
         gunicorn.stderr.close()
 
 
+def test_recycled_gunicorn_workers_leave_a_bounded_directory_and_their_counts(
+        tmp_path, database_url):
+    """``--max-requests`` ends a worker every 20 requests: its files are merged into the
+    dead workers' archive, so the directory holds a few files plus two per live worker, and
+    the totals still count every request the ended workers answered."""
+    metrics_dir = tmp_path / "metrics"
+    token_file = str(tmp_path / "tokens.json")
+    token = TokenFile(token_file).add("t")
+    port = free_port()
+    env = {**os.environ, "PLANT_STORE_STORE": "postgresql",
+           "PLANT_STORE_DATABASE_URL": database_url, "PLANT_STORE_TOKEN_FILE": token_file,
+           "PLANT_STORE_DATA_DIR": str(tmp_path / "d"), "PLANT_STORE_LOG_LEVEL": "warning",
+           "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    gunicorn = subprocess.Popen(  # on PostgreSQL, so that both workers serve and count
+        [sys.executable, "-m", "gunicorn", "-c", "python:plant_store.gunicorn_hooks",
+         "--preload", "-w", "2", "--max-requests", "20", "-b", f"127.0.0.1:{port}",
+         "plant_store.wsgi:application"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_answering(port, gunicorn)
+        most = 0
+        for _ in range(400):
+            assert http_request("127.0.0.1", port, "GET", "/plants", token=token)[0] == 200
+            most = max(most, len(os.listdir(metrics_dir)))
+        # Two files per live worker, the archive's two and its generation; while a merge
+        # runs, also the ended worker's two and the archive's next two (was: 2 per worker
+        # that ever ran, 40 more here).
+        assert most <= 2 * 2 + 3 + 4, most
+        settled = time.monotonic() + 5  # the last request's worker may be ending now
+        while True:
+            left = sorted(os.listdir(metrics_dir))
+            pids = {name.split("_")[1][:-3] for name in left if name.endswith(".db")}
+            pids.discard("dead")
+            if len(pids) <= 2 and len(left) == 2 * len(pids) + 3:
+                break
+            assert time.monotonic() < settled, left
+            time.sleep(0.05)
+        got = samples(scrape(lambda *a, **k: http_request("127.0.0.1", port, *a, **k), token))
+        assert value(got, "plant_store_http_requests_total",
+                     route="/plants", method="GET", status="200") == 400
+        assert value(got, "plant_store_http_request_duration_seconds_count",
+                     route="/plants", method="GET") == 400
+    finally:
+        gunicorn.send_signal(signal.SIGTERM)
+        ended(gunicorn)
+        gunicorn.stderr.close()
+
+
 def test_gunicorn_refuses_a_metrics_directory_its_workers_could_not_write(tmp_path):
     """A full file system would kill workers by SIGBUS mid-request; a read-only one would
     drop every request: both are refused at start, in one line."""

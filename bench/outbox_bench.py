@@ -65,7 +65,7 @@ def main():
     try:
         with tempfile.TemporaryDirectory() as tmp, Stalling() as hung:
             hooks = ("--webhook-urls", hung.url, "--webhook-secret", SECRET,
-                     "--webhook-timeout", "300")
+                     "--webhook-timeout", "20")
             owed_dir = os.path.join(tmp, "owed")
             owe_jsonfile(owed_dir, hung.url, args.owed)
             owed_db = server.create_database("bench_owed")

@@ -269,6 +269,7 @@ def _hand_over(cfg: config.Config, chosen: list[str], letters: str) -> int:
 
 def _db(args: argparse.Namespace, cfg: config.Config) -> int:
     from plant_store.stores.postgres import connection, schema  # psycopg only when used
+    from plant_store.stores.postgres.queries import QUERIES
 
     if not cfg.database_url:
         raise StoreError("set database_url (or --database-url) to the PostgreSQL database")
@@ -277,6 +278,11 @@ def _db(args: argparse.Namespace, cfg: config.Config) -> int:
             if args.db_command == "migrate":
                 applied = schema.migrate(conn)
                 print("applied " + ", ".join(applied) if applied else "nothing to apply")
+                return 0
+            if args.db_command == "rebase":
+                schema.migrate(conn)
+                conn.execute(QUERIES["rebase_now"])
+                print("positions continue above every earlier one, and 2^32 beyond")
                 return 0
             done, missing = schema.applied(conn), schema.pending(conn)
         except connection.psycopg.Error as exc:  # a table of ours taken by another schema

@@ -121,4 +121,7 @@ def parser() -> argparse.ArgumentParser:
              DATABASE)
     _command(db, "check", "show the schema version and what is pending; exit status 1 when "
                           "something is", DATABASE)
+    _command(db, "rebase", "move new plants' positions above every earlier one: run after "
+                           "restoring a physical backup or disk snapshot as the primary",
+             DATABASE)
     return top

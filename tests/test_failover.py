@@ -319,3 +319,48 @@ def test_a_frozen_primary_503s_then_the_promoted_standby_takes_over(frozen):
 def test_a_frozen_primary_every_answer_within_the_deadline_and_a_half(frozen):
     longest = tally(frozen.attempts, frozen.stored)["longest"]
     assert longest < DEADLINE + 1.5, f"an answer took {longest:.2f} s"
+
+
+def test_a_physical_backup_restored_as_the_primary_then_db_rebase(bindir):
+    """A base backup (or a disk snapshot) started as the primary keeps the server's identity
+    and timeline, so the store cannot see that positions after the backup were lost and
+    may be handed out again; 'plant-store db rebase' moves them past (found by the hostile
+    pass: a held cursor skipped 10 of 60 new plants)."""
+    from pgcluster import DATABASE, Node
+    from plant_store.stores import Plant
+    from plant_store.stores.postgres import PostgresStore
+    from serverproc import run_cli
+
+    def walk(store, cursor=0):
+        seen = []
+        while cursor is not None:
+            page, cursor = store.page(cursor, 7)
+            seen += [p.id for p in page]
+        return seen
+
+    primary = Node(bindir, "primary")
+    restored = None
+    try:
+        primary.start()
+        primary.sql(f"CREATE DATABASE {DATABASE}")
+        with PostgresStore(primary.url(DATABASE)) as store:
+            for n in range(10):
+                store.create(Plant(n, "kept"))
+            restored = Node(bindir, "restored", source=primary)  # the backup
+            for n in range(10, 20):
+                store.create(Plant(n, "lost"))
+            _, held = store.page(0, 15)  # a client's cursor, into what will be lost
+        primary.kill()
+        os.unlink(os.path.join(restored.data, "standby.signal"))  # restored as a primary
+        restored.start()
+        rebased = run_cli("db", "rebase", "--database-url", restored.url(DATABASE))
+        assert rebased.returncode == 0, rebased.stderr
+        with PostgresStore(restored.url(DATABASE)) as store:
+            for n in range(100, 120):
+                store.create(Plant(n, "new"))
+            assert walk(store) == [*range(10), *range(100, 120)]
+            assert walk(store, held) == list(range(100, 120))  # none skipped
+    finally:
+        primary.cleanup()
+        if restored is not None:
+            restored.cleanup()

@@ -351,8 +351,11 @@ def test_statement_timeout_is_enforced_by_postgresql_through_pgbouncer(
         status, body, seconds, stored, cancelled = statement_timeout_scenario(
             server, pg, dbname, token, bouncer)
     assert (status, stored) == (503, False), (status, body, seconds)
-    assert "not created" in body["message"]
-    assert cancelled and seconds < DEADLINE - 0.5, seconds  # statement_timeout's, not ours
+    assert cancelled  # by PostgreSQL's statement_timeout (1 s), below the deadline
+    # A write cancelled while it waited may have waited on another writer of the same row:
+    # the store tries again until the deadline, then says the outcome is unknown.
+    assert "may have been created" in body["message"], body
+    assert seconds <= DEADLINE + 1, seconds
 
 
 @pytest.mark.parametrize("bouncer", ["transaction"], indirect=True)

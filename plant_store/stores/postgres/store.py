@@ -37,6 +37,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -72,6 +73,7 @@ SETTLED_BY_RETRY = frozenset({"create", "delete", "get", "page", "count", "due",
                               "hold_lane", "free_lane"})
 RECONNECT_EVERY = 1.0  # seconds: the most the pool waits between attempts to reconnect
 FORGET_EVERY = 1024  # deletes between clean-ups of old delete tokens
+BUSY_AFTER = 0.5  # seconds a request may wait for a connection before /ready says busy
 
 
 class _NotDone(Exception):
@@ -130,6 +132,8 @@ class PostgresStore(Store):
         self._pooled = not prepared_statements
         self._deletes = itertools.count(1)
         self._name = uuid.uuid4().hex  # of this store, in lane leases
+        self._waiting: dict[object, float] = {}  # operations waiting for a connection: since
+        self._waiting_lock = threading.Lock()
         self._watchdog = Watchdog()
         kwargs = options(url, prepared_statements=prepared_statements)
         # The first connection is made here, not by the pool, so that a start that fails
@@ -213,7 +217,14 @@ class PostgresStore(Store):
         try:
             if remaining <= 0:
                 raise PoolTimeout()
-            conn = self._pool.getconn(timeout=remaining)
+            waiter = object()
+            with self._waiting_lock:
+                self._waiting[waiter] = time.monotonic()
+            try:
+                conn = self._pool.getconn(timeout=remaining)
+            finally:
+                with self._waiting_lock:
+                    del self._waiting[waiter]
         except PoolTimeout:
             raise _NotDone(StoreUnavailable(
                 f"{self.where} is not reachable, or all {self._pool_size} connections are "
@@ -252,6 +263,8 @@ class PostgresStore(Store):
             return _NotDone(StoreUnavailable(f"{self.where}: too many conflicts",
                                              "contention"), retry=True)
         if isinstance(exc, pg_errors.QueryCanceled):
+            if name in WRITES:  # it may have waited on another writer of the same row, one
+                return _Unsettled()  # whose outcome is unknown: a retry sees what it did
             return _NotDone(StoreUnavailable(
                 f"{self.where} did not answer within {self._timeout:g} s: {reason(exc)}",
                 "deadline"))
@@ -285,11 +298,9 @@ class PostgresStore(Store):
     def delete(self, plant_id: int) -> bool:
         params = {"id": plant_id, "token": uuid.uuid4()}
         op = _Operation(time.monotonic() + self._timeout)
-        deleted = self._run("delete", params, lambda cur: cur.fetchone() is not None, op)
-        if not deleted:
-            # An earlier attempt may still have been committing when this one looked: ask
-            # the token once more, with a fresh snapshot.
-            deleted = self._run("delete", params, lambda cur: cur.fetchone() is not None, op)
+        # A retry's note of the token meets an earlier attempt's (committed, or waited for
+        # while it commits) and answers what that attempt did: see the query.
+        deleted = self._run("delete", params, lambda cur: cur.fetchone()[0], op)
         if next(self._deletes) % FORGET_EVERY == 0:
             try:
                 self._run("forget_deletes", {}, lambda cur: None)
@@ -365,15 +376,17 @@ class PostgresStore(Store):
             raise KeyError(delivery_id)
 
     def check(self) -> None:
-        """Ready when no request waits for a connection and a write commits now, on the
+        """Ready when no request has waited BUSY_AFTER for a connection (a moment's wait
+        under load is no reason to take an instance out) and a write commits now, on the
         prober's own connection, within a second."""
-        stats = self._pool.get_stats()
-        waiting = stats.get("requests_waiting", 0)
-        if waiting and stats.get("pool_size", 0) >= self._pool_size and not stats.get(
-                "pool_available", 0):
-            raise StoreUnavailable(f"{self.where}: all {self._pool_size} connections are "
-                                   f"busy, and {counted(waiting, 'request')} wait for one",
-                                   "busy")
+        with self._waiting_lock:
+            waiting = len(self._waiting)
+            oldest = min(self._waiting.values(), default=None)
+        if oldest is not None and time.monotonic() - oldest > BUSY_AFTER:
+            raise StoreUnavailable(
+                f"{self.where}: all {self._pool_size} connections are busy: "
+                f"{counted(waiting, 'request')} wait for one, the first for "
+                f"{time.monotonic() - oldest:.1f} s", "busy")
         self._prober.check()
 
     def close(self) -> None:

@@ -31,19 +31,21 @@ SELECT NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock);
 
 -- name: delete
 -- Deletes the plant unless this token already did (a retry after a broken connection),
--- and notes the token; answers a row when the token deleted it, now or before. Noting it
--- again on a retry writes, so the answer waits for a synchronous standby either way.
+-- and notes the token; answers whether the token deleted it, now or before. The token is
+-- written whatever the outcome, so every answer, "not found" included, waits for a
+-- synchronous standby: a plant another session deleted, committed here but not yet
+-- confirmed there, is not called gone before it is.
 WITH prior AS (
-    SELECT FROM plant_store_deletes WHERE token = %(token)s
+    SELECT deleted FROM plant_store_deletes WHERE token = %(token)s
 ), gone AS (
     DELETE FROM plant_store_plants
     WHERE id = %(id)s AND NOT EXISTS (SELECT FROM prior)
     RETURNING id
 )
-INSERT INTO plant_store_deletes (token)
-SELECT %(token)s WHERE EXISTS (SELECT FROM gone) OR EXISTS (SELECT FROM prior)
+INSERT INTO plant_store_deletes AS d (token, deleted)
+VALUES (%(token)s, EXISTS (SELECT FROM gone) OR coalesce((SELECT deleted FROM prior), false))
 ON CONFLICT (token) DO UPDATE SET noted_at = excluded.noted_at
-RETURNING true;
+RETURNING d.deleted;
 
 -- name: forget_deletes
 -- Tokens outlive any retry of their delete by far (a retry ends within the deadline).
@@ -89,6 +91,23 @@ ON CONFLICT (one) DO UPDATE
 SET base = excluded.base, system_identifier = excluded.system_identifier,
     timeline = excluded.timeline
 WHERE (c.system_identifier, c.timeline) <> (excluded.system_identifier, excluded.timeline);
+
+-- name: rebase_now
+-- The same move, whatever the clock says: for an operator who restored a physical backup
+-- (or a snapshot of the disk) as the primary, which keeps the server's identity and
+-- timeline but may hand out again positions that clients hold ('plant-store db rebase').
+INSERT INTO plant_store_clock AS c (base, system_identifier, timeline)
+SELECT greatest(
+           (SELECT coalesce(max(position), 0) FROM plant_store_plants),
+           (SELECT coalesce(max(owed_at), 0) FROM plant_store_outbox),
+           coalesce((SELECT base FROM plant_store_clock), 0) + x.now
+       ) + 4294967296 - x.now,
+       h.system_identifier, h.timeline
+FROM plant_store_here AS h, (SELECT pg_current_xact_id()::text::bigint AS now) AS x
+WHERE h.timeline IS NOT NULL
+ON CONFLICT (one) DO UPDATE
+SET base = excluded.base, system_identifier = excluded.system_identifier,
+    timeline = excluded.timeline;
 
 -- name: count
 SELECT count(*) FROM plant_store_plants;

@@ -36,6 +36,7 @@ FROM plant_store_here AS h,
 -- Tokens are forgotten after a few minutes (query forget_deletes).
 CREATE TABLE plant_store_deletes (
     token uuid PRIMARY KEY,
+    deleted boolean NOT NULL,
     noted_at timestamptz NOT NULL DEFAULT now()
 );
 

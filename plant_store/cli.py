@@ -281,7 +281,7 @@ def _db(args: argparse.Namespace, cfg: config.Config) -> int:
                 return 0
             if args.db_command == "rebase":
                 schema.migrate(conn)
-                conn.execute(QUERIES["rebase_now"])
+                conn.execute(QUERIES["rebase"], {"force": True})
                 print("positions continue above every earlier one, and 2^32 beyond")
                 return 0
             done, missing = schema.applied(conn), schema.pending(conn)

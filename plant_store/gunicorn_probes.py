@@ -38,10 +38,38 @@ def is_probe(head: bytes) -> bool:
 
 
 class ProbeLaneWorker(ThreadWorker):
+    """Also recycles cleanly under ``--max-requests``: gunicorn's threaded worker stops its
+    loop at once, dropping connections it has accepted but not yet read (their clients get
+    a reset); this one stops accepting, serves those (each answer closing its connection),
+    and stops when none is left."""
+
     def init_process(self) -> None:
         self._probes = futures.ThreadPoolExecutor(PROBE_THREADS,
                                                   thread_name_prefix="plant-store-probe")
+        self._draining = False
+        self._signalled = False
         super().init_process()
+
+    def handle_exit(self, sig, frame) -> None:
+        self._signalled = True
+        super().handle_exit(sig, frame)
+
+    def handle_request(self, req, conn):
+        keepalive = super().handle_request(req, conn)
+        if self.nr >= self.max_requests and not self._signalled:
+            self.alive = True  # not yet: drain first (see notify)
+            if not self._draining:
+                self._draining = True
+                with self._lock:
+                    for sock in self.sockets:
+                        with contextlib.suppress(KeyError, ValueError, OSError):
+                            self.poller.unregister(sock)
+        return keepalive
+
+    def notify(self) -> None:
+        super().notify()
+        if self._draining and self.nr_conns <= 0:  # every accepted connection closed
+            self.alive = False
 
     def enqueue_req(self, conn) -> None:
         head = b""

@@ -29,7 +29,8 @@ class ProbeLaneDispatcher(ThreadedTaskDispatcher):
     def __init__(self, threads: int, prefix: str = "") -> None:
         super().__init__()
         self.set_thread_count(threads)
-        self._paths = frozenset(prefix + path for path in PROBES)
+        # waitress serves a probe's path with or without the prefix
+        self._paths = frozenset(PROBES) | {prefix + path for path in PROBES}
         self._probes = ThreadedTaskDispatcher()
         self._probes.set_thread_count(PROBE_THREADS)
 

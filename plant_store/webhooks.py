@@ -82,16 +82,20 @@ class WebhookWorker:
       URL then waits out its back-off (``_due``, and on a shared store the delivery's own
       ``due``) and that delivery is tried again before any later one. So one URL's
       deliveries arrive in order, at most one in flight, each tried at most
-      ``webhook_max_attempts`` times (the count is read from the store after the lane is
-      held, so it includes other instances' attempts).
+      ``webhook_max_attempts`` times (on a shared store each attempt is counted in the
+      store before it is made, under the lane's lease: begin_attempt).
     - The dispatcher reads only which URLs are owed something (lanes), never the backlog,
       and a lane reads at most LANE_BATCH deliveries at a time, so neither a create nor a
       pass costs more with thousands of deliveries owed.
     - A lane records each outcome in the store before its next send, and frees its URL
-      (then wakes the dispatcher) when it ends.
+      (then wakes the dispatcher) when it ends. It ends after LANE_SLICE seconds too (past
+      the send in flight), so lanes share the threads in turn: a URL that only the outbox
+      still names, with a long backlog to a slow subscriber, cannot keep a configured
+      one's lane from a thread.
     """
 
     LANE_BATCH = 100
+    LANE_SLICE = 1.0  # seconds a lane keeps its thread while other lanes may wait for one
 
     def __init__(self, store: Store, config: Config,
                  on_attempt: Callable[[str], None] | None = None) -> None:
@@ -178,12 +182,15 @@ class WebhookWorker:
     def _lane(self, url: str) -> None:
         """Send ``url``'s due deliveries in order, one at a time, each outcome recorded,
         until none is due or one fails; then free the URL and wake the dispatcher."""
+        started = time.monotonic()
         try:
             while not self._stopping.is_set() and self._store.hold_lane(url, self._lease):
                 batch = self._store.lane(url, self.LANE_BATCH)
                 for delivery in batch:
                     if self._stopping.is_set() or not self._send(delivery):
                         return
+                    if time.monotonic() - started > self.LANE_SLICE:
+                        return  # the dispatcher starts it again, behind lanes waiting
                 if len(batch) < self.LANE_BATCH:
                     return
         except StoreUnavailable as exc:  # sent or not, it is owed: try again later
@@ -204,13 +211,18 @@ class WebhookWorker:
         the lease on the URL is lost)."""
         if not self._store.hold_lane(delivery.url, self._lease):
             return False  # another instance holds the lane now (this one was too slow)
+        attempts = self._store.begin_attempt(delivery, self._lease, self._max_attempts)
+        if attempts is None:
+            return False  # the lease ran out meanwhile
+        if attempts > self._max_attempts:  # its last try's outcome was never recorded
+            self._store.settle(delivery.id, "dead", "no outcome recorded for its last attempt")
+            return True
         headers = {
             "Content-Type": "application/json",
             "User-Agent": f"plant-store/{__version__}",
             **signed(self._signer, delivery.id, delivery.body, int(time.time())),
         }
         error = post(delivery.url, delivery.body, headers, self._timeout)
-        attempts = delivery.attempts + 1
         if error is None:
             self._on_attempt("delivered")
             self._store.settle(delivery.id, "delivered")

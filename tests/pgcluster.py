@@ -21,14 +21,13 @@ import contextlib
 import itertools
 import os
 import signal
-import subprocess
 import tempfile
 import threading
 import time
 
 import psycopg
 
-from pgserver import SUPERUSER, PostgresServer, _children, _free_port, alive
+from pgserver import SUPERUSER, PostgresServer, _children, alive
 from serverproc import http_request
 
 DATABASE = "plants"
@@ -70,35 +69,14 @@ class Node(PostgresServer):
     def start(self, *, port: int | None = None) -> None:
         """Start on ``port``, else the port of the last start, else a free one; return once
         it accepts connections (a standby: read-only ones)."""
-        if self._process is not None and self._process.poll() is None:
-            raise RuntimeError("the server is running")
-        self.port = port or self.port or _free_port()
-        settings = {
-            "listen_addresses": "127.0.0.1",
-            "unix_socket_directories": self.base,
-            "port": str(self.port),
-            "fsync": "on",
-            "synchronous_commit": "on",
-            "max_connections": "200",
+        super().start(tcp=True, port=port or self.port, settings={
             "wal_level": "replica",
             "max_wal_senders": "10",
             "hot_standby": "on",
             "wal_keep_size": "256MB",  # a standby built under load catches up from here
             "wal_receiver_status_interval": "1s",
             "cluster_name": self.name,
-        }
-        args = [os.path.join(self.bindir, "postgres"), "-D", self.data]
-        for name, value in settings.items():
-            args += ["-c", f"{name}={value}"]
-        with open(self.log_path, "ab") as log:
-            self._process = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.base,
-                start_new_session=True, **self._as_user())
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.kill()
-            raise
+        })
 
     def sql(self, query: str, params=None, dbname: str = "postgres", timeout: float = 10):
         """Run ``query`` on a connection of its own; its rows (None when it has none)."""

@@ -79,13 +79,14 @@ class PostgresServer:
             return None
         return pid if self._process and self._process.pid == pid else None
 
-    def start(self, *, tcp: bool = False) -> None:
+    def start(self, *, tcp: bool = False, port: int | None = None,
+              settings: dict[str, str] | None = None) -> None:
         """Start the server and return once it accepts connections. With ``tcp`` it also
-        listens on 127.0.0.1, on a free port below 32768 (above, ports collide with the
-        ephemeral ones the OS hands out)."""
+        listens on 127.0.0.1, on ``port`` or a free port below 32768 (above, ports collide
+        with the ephemeral ones the OS hands out). ``settings`` add to or override ours."""
         if self._process is not None and self._process.poll() is None:
             raise RuntimeError("the server is running")
-        self.port = _free_port() if tcp else None
+        self.port = (port or _free_port()) if tcp else None
         settings = {
             "listen_addresses": "127.0.0.1" if tcp else "",
             "unix_socket_directories": self.base,
@@ -93,6 +94,7 @@ class PostgresServer:
             "fsync": "on",
             "synchronous_commit": "on",
             "max_connections": "200",
+            **(settings or {}),
         }
         args = [os.path.join(self.bindir, "postgres"), "-D", self.data]
         for name, value in settings.items():

@@ -268,3 +268,23 @@ def test_db_migrate_over_a_foreign_table_is_one_line(database_url):
 def test_a_missing_database_at_start_is_named_as_such(postgres):
     with pytest.raises(StoreError, match="does not exist"):
         PostgresStore(postgres.url("no_such_database"), timeout=1)
+
+
+def test_attempts_are_counted_before_they_are_made_so_none_goes_past_the_maximum(
+        database_url):
+    """Each attempt is counted in the database, under the lane's lease, before it is made:
+    an instance whose outcome's write outlived its lease (found by the hostile pass: a
+    third try with a maximum of two) can neither try again nor let another try too often."""
+    hook = "http://127.0.0.1:9/hook"
+    with PostgresStore(database_url) as one, PostgresStore(database_url) as two:
+        one.create(Plant(1, "a"), (hook,))
+        assert one.hold_lane(hook, lease=0.3)
+        [delivery] = one.lane(hook, 10)
+        assert one.begin_attempt(delivery, 0.3, 2) == 1
+        time.sleep(0.4)  # its outcome is slow to be written: the lease ends
+        assert two.hold_lane(hook, lease=30)
+        [fresh] = two.lane(hook, 10)
+        assert two.begin_attempt(fresh, 30, 2) == 2  # the first one's attempt counts
+        assert one.begin_attempt(delivery, 0.3, 2) is None  # not its lane any more
+        two.settle(fresh.id, "failed", "HTTP 500", retry_in=0)
+        assert two.begin_attempt(fresh, 30, 2) == 3  # past the maximum: no third try

@@ -8,6 +8,7 @@ a primary is once its synchronous standby has gone: each commit is made locally,
 waits for a confirmation that never comes. The real standby, Patroni and pgbouncer are in
 the topology tests (test_failover.py, test_patroni.py, test_pgbouncer.py)."""
 
+import contextlib
 import itertools
 import os
 import signal
@@ -448,3 +449,32 @@ def test_ready_is_busy_only_once_a_request_has_waited_for_a_connection(url):
             assert busy.value.cause == "busy"
         for thread in threads:
             thread.join(10)
+
+
+def test_many_probes_behind_a_stuck_one_answer_within_its_wait(url):
+    """Probes arriving while the running one is stuck past its wait answer at once (found
+    by the hostile pass: the 14th of 14 concurrent /ready took 1.8 s, and /health waited
+    behind them on the probe threads for 3.1 s)."""
+    with PostgresStore(url) as store, psycopg.connect(url) as holder:
+        store.check()
+        holder.execute("LOCK TABLE plant_store_probe IN ACCESS EXCLUSIVE MODE")
+        took = []
+
+        def probe():
+            started = time.monotonic()
+            with contextlib.suppress(StoreUnavailable):
+                store.check()
+            took.append(time.monotonic() - started)
+
+        threads = [threading.Thread(target=probe) for _ in range(14)]
+        for thread in threads:
+            thread.start()
+            time.sleep(0.05)
+        for thread in threads:
+            thread.join(10)
+        assert max(took) < 1.0, took
+        took.clear()
+        started = time.monotonic()
+        for _ in range(6):  # one after another, as two threads serving probes take them
+            probe()
+        assert time.monotonic() - started < 1.5, took

@@ -65,6 +65,27 @@ def test_a_backlog_to_a_hung_subscriber_does_not_hold_up_a_healthy_one(store, re
     assert took < 3, f"the healthy subscriber waited {took:.1f} s"
 
 
+def test_slow_subscribers_no_longer_configured_do_not_keep_a_healthy_one_waiting(store):
+    """The worker has a thread per configured URL and two more; four URLs only the outbox
+    still names (an earlier configuration), each with a backlog to a slow subscriber, share
+    those with the healthy one in turns (found by the hostile pass: not delivered in 40 s)."""
+    with Receiver(delay=0.3) as slow, Receiver() as healthy:
+        stale = [f"{slow.url}/{n}" for n in range(4)]
+        for n in range(40):
+            store.create(Plant(1000 + n, "old"), stale)
+        worker = worker_for(store, healthy.url)
+        try:
+            time.sleep(0.5)  # the stale lanes have every thread
+            started = time.monotonic()
+            store.create(Plant(1, "new"), (healthy.url,))
+            worker.wake()
+            healthy.wait_for(1, timeout=10)
+            took = time.monotonic() - started
+        finally:
+            worker.stop()
+    assert took < 2.5, f"the healthy subscriber waited {took:.1f} s"
+
+
 def test_a_failed_delivery_is_retried_before_any_later_one_is_sent(store):
     with Receiver(answers=[500, 500]) as flaky:
         worker = worker_for(store, flaky.url, backoff=0.1)

@@ -120,7 +120,8 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def settle(self, delivery_id: str, state: str, error: str | None = None,
                retry_in: float = 0.0) -> None:
-        """Record an outcome of a delivery (one of ``outbox.STATES``); KeyError if unknown.
+        """Record an outcome of a delivery (one of ``outbox.STATES``), its attempt counted
+        here unless begin_attempt counted it; KeyError if unknown.
         ``retry_in``: after a failure, seconds before any worker may try it again (a store
         that one process owns leaves that to its worker)."""
 
@@ -147,6 +148,14 @@ class Store(abc.ABC):
 
     def free_lane(self, url: str) -> None:
         """Give the lane up before its lease ends."""
+
+    def begin_attempt(self, delivery: "Delivery", lease: float, max_attempts: int) -> int | None:
+        """Count an attempt at ``delivery`` before it is made, and return its number (above
+        ``max_attempts``: the delivery has had its tries, the last one's outcome never
+        recorded); None when the lane is no longer this worker's. A store several workers
+        share counts it here, atomically, so that no two workers both make the last try;
+        one that a single worker owns counts it when the outcome is settled."""
+        return delivery.attempts + 1
 
     def check(self) -> None:
         """Raise :class:`StoreUnavailable`, saying why, unless the store can take writes

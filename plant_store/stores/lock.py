@@ -24,7 +24,7 @@ def hold(data_dir: str, timeout: float = 0.0) -> int:
         os.makedirs(data_dir, exist_ok=True)
     except OSError as exc:
         raise DataDirError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
-    if os.path.islink(data_dir.rstrip(os.sep) or os.sep):
+    if os.path.islink(os.path.normpath(data_dir)):  # 'link/.' and 'link/' are the link too
         raise DataDirError(f"data directory {data_dir}: {regular_files.LINK}; name "
                            f"{os.path.realpath(data_dir)} instead")
     return acquire(os.path.join(data_dir, LOCK_FILE), timeout)

@@ -8,8 +8,12 @@ Invariants:
 - At most one probe runs at a time; a check that finds one running waits for that one's
   result (up to ``wait``) instead of starting another, so probes that time out cannot pile
   up connections on a server that is not answering.
-- A check never waits longer than ``wait``: past it, the answer is "not ready", and the
-  probe goes on in the background until the watchdog ends it.
+- A check never waits longer than ``wait`` after the running probe began: past it, the
+  answer is "not ready" at once, and the probe goes on in the background until the
+  watchdog ends it. A failed probe's answer is given again, at once, for ``wait`` after it
+  ended. So probes in a row or at once (an orchestrator's, a load balancer's, the two
+  threads that serve probes) cost one probe's wait, not one each; a success is never
+  reused, so "ready" is always a write that just committed.
 """
 
 import contextlib
@@ -37,6 +41,8 @@ class Prober:
         self._wait = wait
         self._lock = threading.Lock()
         self._running: Future | None = None
+        self._started = 0.0  # when the running probe began (monotonic)
+        self._finished = 0.0  # when the last one ended
         self._conn: psycopg.Connection | None = None  # only the probe's thread uses it
         self._closed = False
 
@@ -45,13 +51,21 @@ class Prober:
         with self._lock:
             if self._closed:
                 raise StoreUnavailable(f"{self._where}: the store is closed", "unreachable")
-            if self._running is None or self._running.done():
+            finished = self._running is not None and self._running.done()
+            if finished and self._running.exception() and (
+                    time.monotonic() - self._finished < self._wait):
+                raise self._running.exception()  # said within the wait: say it again
+            if self._running is None or finished:
                 self._running = Future()
+                self._started = time.monotonic()
                 threading.Thread(target=self._probe, args=(self._running,),
                                  name="plant-store-ready", daemon=True).start()
             running = self._running
+            # A probe already past its wait has answered "not ready" to someone: say so at
+            # once rather than wait again, so probes never queue behind a stuck one.
+            left = self._started + self._wait - time.monotonic()
         try:
-            running.result(timeout=self._wait)
+            running.result(timeout=max(left, 0))
         except FutureTimeout:
             raise StoreUnavailable(f"{self._where} did not confirm a write within "
                                    f"{self._wait:g} s", "deadline") from None
@@ -75,6 +89,7 @@ class Prober:
             result.set_result(None)
         finally:
             with self._lock:
+                self._finished = time.monotonic()
                 if self._closed and self._conn is not None:
                     self._conn.close()
                     self._conn = None

@@ -65,8 +65,8 @@ from plant_store.words import counted
 
 log = logging.getLogger(__name__)
 
-WRITES = frozenset({"create", "delete", "hold_lane", "free_lane", "delivered", "failed",
-                    "retry"})
+WRITES = frozenset({"create", "delete", "hold_lane", "free_lane", "begin_attempt",
+                    "delivered", "failed", "retry"})
 # Settled by trying again: a create replays, a delete asks its token, a read reads again.
 SETTLED_BY_RETRY = frozenset({"create", "delete", "get", "page", "count", "due", "dead",
                               "outbox_counts", "rebase", "forget_deletes", "lanes", "lane",
@@ -326,7 +326,7 @@ class PostgresStore(Store):
         return plants, rows[limit][3] if len(rows) > limit else None
 
     def _rebase(self, op: "_Operation") -> None:
-        self._run("rebase", {}, lambda cur: cur.rowcount, op)
+        self._run("rebase", {"force": False}, lambda cur: cur.rowcount, op)
         log.info("%s: the data is on a new server or timeline; positions continue above "
                  "every earlier one", self.where)
 
@@ -354,6 +354,12 @@ class PostgresStore(Store):
     def hold_lane(self, url: str, lease: float) -> bool:
         return self._run("hold_lane", {"url": url, "holder": self._holder(), "lease": lease},
                          lambda cur: cur.rowcount == 1)
+
+    def begin_attempt(self, delivery: Delivery, lease: float, max_attempts: int) -> int | None:
+        number, held = self._run("begin_attempt", {
+            "id": delivery.id, "url": delivery.url, "holder": self._holder(), "lease": lease,
+            "max": max_attempts}, lambda cur: cur.fetchone())
+        return number if held else None
 
     def free_lane(self, url: str) -> None:
         self._run("free_lane", {"url": url, "holder": self._holder()}, lambda cur: None)

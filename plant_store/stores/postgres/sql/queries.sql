@@ -77,7 +77,9 @@ ORDER BY 4;
 -- the old server may have handed out and lost (2^32 transactions of margin). Positions
 -- stay below 10^18 (a cursor's 18 digits) for over 200 million moves. Two instances
 -- rebasing at once: the second finds the row moved (DO UPDATE reads its latest version)
--- and leaves it.
+-- and leaves it. With ``force``, the move is made whatever the clock says: for an operator
+-- who started a physical backup or a disk snapshot as the primary, which keeps the
+-- server's identity and timeline ('plant-store db rebase').
 INSERT INTO plant_store_clock AS c (base, system_identifier, timeline)
 SELECT greatest(
            (SELECT coalesce(max(position), 0) FROM plant_store_plants),
@@ -90,24 +92,8 @@ WHERE h.timeline IS NOT NULL
 ON CONFLICT (one) DO UPDATE
 SET base = excluded.base, system_identifier = excluded.system_identifier,
     timeline = excluded.timeline
-WHERE (c.system_identifier, c.timeline) <> (excluded.system_identifier, excluded.timeline);
-
--- name: rebase_now
--- The same move, whatever the clock says: for an operator who restored a physical backup
--- (or a snapshot of the disk) as the primary, which keeps the server's identity and
--- timeline but may hand out again positions that clients hold ('plant-store db rebase').
-INSERT INTO plant_store_clock AS c (base, system_identifier, timeline)
-SELECT greatest(
-           (SELECT coalesce(max(position), 0) FROM plant_store_plants),
-           (SELECT coalesce(max(owed_at), 0) FROM plant_store_outbox),
-           coalesce((SELECT base FROM plant_store_clock), 0) + x.now
-       ) + 4294967296 - x.now,
-       h.system_identifier, h.timeline
-FROM plant_store_here AS h, (SELECT pg_current_xact_id()::text::bigint AS now) AS x
-WHERE h.timeline IS NOT NULL
-ON CONFLICT (one) DO UPDATE
-SET base = excluded.base, system_identifier = excluded.system_identifier,
-    timeline = excluded.timeline;
+WHERE %(force)s
+   OR (c.system_identifier, c.timeline) <> (excluded.system_identifier, excluded.timeline);
 
 -- name: count
 SELECT count(*) FROM plant_store_plants;
@@ -152,6 +138,22 @@ ON CONFLICT (url) DO UPDATE SET holder = excluded.holder, until = excluded.until
 WHERE l.holder = excluded.holder OR l.until <= now()
 RETURNING true;
 
+-- name: begin_attempt
+-- Count an attempt before it is made, while this holder's lease on the lane lasts: the
+-- count and the check are one statement, so no two workers both make a last try, and a
+-- worker whose lease ran out (a slow outcome's write) sends nothing. Answers the attempt's
+-- number (max + 1: the tries are used up), and whether the lane is still held.
+WITH lane AS (
+    SELECT FROM plant_store_lanes
+    WHERE url = %(url)s AND holder = %(holder)s AND until > now()
+), counted AS (
+    UPDATE plant_store_outbox
+    SET attempts = attempts + 1, due = now() + make_interval(secs => %(lease)s)
+    WHERE id = %(id)s AND NOT dead AND attempts < %(max)s AND EXISTS (SELECT FROM lane)
+    RETURNING attempts
+)
+SELECT coalesce((SELECT attempts FROM counted), %(max)s + 1), EXISTS (SELECT FROM lane);
+
 -- name: free_lane
 DELETE FROM plant_store_lanes WHERE url = %(url)s AND holder = %(holder)s;
 
@@ -181,9 +183,9 @@ SELECT set_config('statement_timeout', %(ms)s, false);
 DELETE FROM plant_store_outbox WHERE id = %(id)s;
 
 -- name: failed
+-- The attempt was counted by begin_attempt.
 UPDATE plant_store_outbox
-SET attempts = attempts + 1, error = %(error)s, dead = %(dead)s,
-    due = now() + make_interval(secs => %(retry_in)s)
+SET error = %(error)s, dead = %(dead)s, due = now() + make_interval(secs => %(retry_in)s)
 WHERE id = %(id)s;
 
 -- name: retry

@@ -10,10 +10,11 @@ Invariants:
   up connections on a server that is not answering.
 - A check never waits longer than ``wait`` after the running probe began: past it, the
   answer is "not ready" at once, and the probe goes on in the background until the
-  watchdog ends it. A failed probe's answer is given again, at once, for ``wait`` after it
-  ended. So probes in a row or at once (an orchestrator's, a load balancer's, the two
-  threads that serve probes) cost one probe's wait, not one each; a success is never
-  reused, so "ready" is always a write that just committed.
+  watchdog ends it. A probe that failed slowly (it took its whole wait) has its answer
+  given again, at once, for ``wait`` after it ended; a quick "no" (a refused connection)
+  is cheap to ask again, and is. So probes in a row or at once (an orchestrator's, a
+  load balancer's, the two threads that serve probes) cost one probe's wait, not one
+  each; a success is never reused, so "ready" is always a write that just committed.
 """
 
 import contextlib
@@ -53,7 +54,8 @@ class Prober:
                 raise StoreUnavailable(f"{self._where}: the store is closed", "unreachable")
             finished = self._running is not None and self._running.done()
             if finished and self._running.exception() and (
-                    time.monotonic() - self._finished < self._wait):
+                    self._finished - self._started >= self._wait  # a slow "no", not a quick one
+                    and time.monotonic() - self._finished < self._wait):
                 raise self._running.exception()  # said within the wait: say it again
             if self._running is None or finished:
                 self._running = Future()

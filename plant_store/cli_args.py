@@ -66,7 +66,8 @@ def parser() -> argparse.ArgumentParser:
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _command(commands, "serve", "run the HTTP service on waitress until SIGTERM or Ctrl-C", ALL)
+    _command(commands, "serve", "run the HTTP service on waitress until SIGTERM, SIGHUP or "
+                                "Ctrl-C", ALL)
 
     plants = _group(commands, "plants", "look at the stored plants, with their ids",
                     "plants_command")

@@ -20,6 +20,7 @@ version.
 
 import contextlib
 import socket
+import time
 from concurrent import futures
 
 from gunicorn.workers.gthread import ThreadWorker
@@ -41,12 +42,13 @@ class ProbeLaneWorker(ThreadWorker):
     """Also recycles cleanly under ``--max-requests``: gunicorn's threaded worker stops its
     loop at once, dropping connections it has accepted but not yet read (their clients get
     a reset); this one stops accepting, serves those (each answer closing its connection),
-    and stops when none is left."""
+    and stops when none is left, or after gunicorn's ``graceful_timeout`` (a client that
+    connected and never sends cannot keep it)."""
 
     def init_process(self) -> None:
         self._probes = futures.ThreadPoolExecutor(PROBE_THREADS,
                                                   thread_name_prefix="plant-store-probe")
-        self._draining = False
+        self._draining = 0.0  # since when (monotonic) it serves what it accepted, then ends
         self._signalled = False
         super().init_process()
 
@@ -59,7 +61,7 @@ class ProbeLaneWorker(ThreadWorker):
         if self.nr >= self.max_requests and not self._signalled:
             self.alive = True  # not yet: drain first (see notify)
             if not self._draining:
-                self._draining = True
+                self._draining = time.monotonic()
                 with self._lock:
                     for sock in self.sockets:
                         with contextlib.suppress(KeyError, ValueError, OSError):
@@ -68,8 +70,10 @@ class ProbeLaneWorker(ThreadWorker):
 
     def notify(self) -> None:
         super().notify()
-        if self._draining and self.nr_conns <= 0:  # every accepted connection closed
-            self.alive = False
+        if self._draining and (
+                self.nr_conns <= 0  # every accepted connection closed
+                or time.monotonic() - self._draining > self.cfg.graceful_timeout):
+            self.alive = False  # (or one that never sends holds it no longer than that)
 
     def enqueue_req(self, conn) -> None:
         head = b""

@@ -78,3 +78,27 @@ def test_under_gunicorn(tmp_path):
     (b"", False), (b"\x16\x03\x01\x02\x00", False)])
 def test_a_probe_is_told_from_its_first_bytes(head, probe):
     assert is_probe(head) is probe
+
+
+def test_a_recycling_gunicorn_worker_is_not_held_by_a_client_that_never_sends(tmp_path):
+    """The probe lane's worker serves what it accepted before it recycles (gunicorn's own
+    threaded worker reset those connections), but a connection that never sends a request
+    holds it no longer than graceful_timeout: else no worker would take new requests."""
+    import socket
+
+    from serverproc import http_request
+
+    gunicorn = os.path.join(os.path.dirname(sys.executable), "gunicorn")
+    server = WsgiServer([gunicorn, "-b", "127.0.0.1:{port}", "-c",
+                         "python:plant_store.gunicorn_hooks", "-w", "1", "--max-requests",
+                         "3", "--graceful-timeout", "2", "plant_store.wsgi:application"],
+                        tmp_path / "data")
+    with server, socket.create_connection(("127.0.0.1", server.port)):  # never sends
+        time.sleep(0.2)  # accepted by the worker, which waits for its request
+        started = time.monotonic()
+        for _ in range(5):  # past --max-requests: the worker recycles meanwhile
+            assert http_request("127.0.0.1", server.port, "GET", "/health",
+                                timeout=20)[0] == 200
+        assert time.monotonic() - started < 2 + 10  # graceful_timeout, a new worker's start
+        # (without the bound, the old worker waits for the silent client, and no worker
+        # takes the fourth request: it times out)

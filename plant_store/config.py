@@ -189,6 +189,11 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("host", str, "127.0.0.1", "Address waitress listens on."),
     Setting("port", _int_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one."),
+    Setting("probe_port", _int_in(0, 65535), "0",
+            "uWSGI only: also answer /health and /ready on this port (on host) in every "
+            "worker, from threads of their own, since uWSGI's threads take connections "
+            "themselves and none is free while all wait; 0: off.",
+            unit="PORT"),
     Setting("threads", _int_in(1, 256), "16",
             "Waitress worker threads; more of them share each fsync (group commit).", unit="N"),
     Setting("connection_limit", _int_in(10, 1000), "100",
@@ -321,6 +326,7 @@ class Config:
     trusted_proxy: str
     trusted_proxy_headers: str
     url_prefix: str
+    probe_port: int
     metrics: str
     cors_allow_origins: tuple[str, ...]
     webhook_urls: tuple[str, ...]

@@ -10,8 +10,11 @@ each keeps its metrics, so that a scrape sums them (see :mod:`plant_store.gunico
 
 import os
 
+from plant_store import probe_port
 from plant_store.config import load
 from plant_store.lazy_app import LazyApp
 
-application = LazyApp(load(os.environ.get("PLANT_STORE_CONFIG"), os.environ),
-                      metrics_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None)
+_config = load(os.environ.get("PLANT_STORE_CONFIG"), os.environ)
+application = LazyApp(_config, metrics_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None)
+if _config.probe_port:  # uWSGI's probes: a port of their own in each worker
+    probe_port.in_uwsgi_workers(application, _config.host, _config.probe_port)

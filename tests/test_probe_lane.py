@@ -3,6 +3,7 @@ the docs offer: waitress queues requests for its threads, gunicorn's threaded wo
 and a probe must not wait its turn (plant_store.probe_lane, plant_store.gunicorn_probes)."""
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -69,6 +70,34 @@ def test_under_gunicorn(tmp_path):
         answers = probes_while_stuck(request, server.token)
     assert all(status == 200 for status, _ in answers), answers
     assert max(took for _, took in answers) < 1.0, answers
+
+
+def test_under_uwsgi_on_probe_port(tmp_path):
+    """uWSGI's threads accept connections themselves, so none takes a probe on the
+    service's port while all wait; probe_port gives each worker a listener of its own."""
+    from serverproc import free_port, http_request
+
+    (tmp_path / "stuck_app.py").write_text(
+        STUCK_STORE + "from plant_store.wsgi import application  # noqa: E402,F401\n")
+    probes = free_port()
+    uwsgi = os.path.join(os.path.dirname(sys.executable), "uwsgi")
+    server = WsgiServer([uwsgi, "--http-socket", "127.0.0.1:{port}", "--master",
+                         "--processes", "1", "--threads", "2", "--pythonpath", str(tmp_path),
+                         "--module", "stuck_app:application", "--disable-logging"],
+                        tmp_path / "data", {"PLANT_STORE_PROBE_PORT": str(probes)},
+                        signal.SIGINT)
+
+    def request(method, path, body=None, token=None, timeout=10):
+        port = probes if path in ("/health", "/ready", "/plants?probe-port") else server.port
+        return http_request("127.0.0.1", port, method, path.split("?")[0], body, token,
+                            timeout=timeout)
+
+    with server:
+        answers = probes_while_stuck(request, server.token)
+        status, _, body = request("GET", "/plants?probe-port", token=server.token)
+    assert all(status == 200 for status, _ in answers), answers
+    assert max(took for _, took in answers) < 1.0, answers
+    assert status == 404 and body["error"] == 404  # the probe port answers probes only
 
 
 @pytest.mark.parametrize(("head", "probe"), [

@@ -101,10 +101,14 @@ def test_under_uwsgi_on_probe_port(tmp_path):
 
 
 @pytest.mark.parametrize(("head", "probe"), [
-    (b"GET /health HTTP/1.1\r\n", True), (b"HEAD /ready?x=1 HTTP/1.1\r\n", True),
-    (b"GET /api/ready HTTP/1.1\r\n", True), (b"POST /health HTTP/1.1\r\n", False),
-    (b"GET /plants HTTP/1.1\r\n", False), (b"GET /healthy HTTP/1.1\r\n", False),
-    (b"", False), (b"\x16\x03\x01\x02\x00", False)])
+    (b"GET /health HTTP/1.1\r\n\r\n", True), (b"HEAD /ready?x=1 HTTP/1.1\r\nHost: x\r\n\r\n", True),
+    (b"GET /api/ready HTTP/1.1\r\n\r\n", True), (b"POST /health HTTP/1.1\r\n\r\n", False),
+    (b"GET /plants HTTP/1.1\r\n\r\n", False), (b"GET /healthy HTTP/1.1\r\n\r\n", False),
+    (b"", False), (b"\x16\x03\x01\x02\x00", False),
+    # Not whole yet, or with a body: a probe thread must never wait for the client.
+    (b"GET /health HTTP/1.1\r\nHost: x\r\n", False), (b"GE", False),
+    (b"GET /health HTTP/1.1\r\nContent-Length: 5\r\n\r\n", False),
+    (b"GET /ready HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", False)])
 def test_a_probe_is_told_from_its_first_bytes(head, probe):
     assert is_probe(head) is probe
 
@@ -131,3 +135,87 @@ def test_a_recycling_gunicorn_worker_is_not_held_by_a_client_that_never_sends(tm
         assert time.monotonic() - started < 2 + 10  # graceful_timeout, a new worker's start
         # (without the bound, the old worker waits for the silent client, and no worker
         # takes the fourth request: it times out)
+
+
+def gunicorn_server(tmp_path, *args):
+    gunicorn = os.path.join(os.path.dirname(sys.executable), "gunicorn")
+    return WsgiServer([gunicorn, "-b", "127.0.0.1:{port}", "-c",
+                       "python:plant_store.gunicorn_hooks", *args,
+                       "plant_store.wsgi:application"], tmp_path / "data")
+
+
+def test_clients_that_send_a_probe_slowly_cannot_hold_the_probe_threads(tmp_path):
+    """Found by the hostile pass: two connections that sent a probe's request line and
+    never ended its headers held both probe threads, and every probe timed out."""
+    import socket
+
+    from serverproc import http_request
+
+    with gunicorn_server(tmp_path, "-w", "1", "--threads", "2") as server:
+        slow = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(2)]
+        try:
+            for conn in slow:
+                conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            time.sleep(0.3)
+            for path in ("/health", "/ready"):
+                started = time.monotonic()
+                assert http_request("127.0.0.1", server.port, "GET", path,
+                                    timeout=5)[0] == 200
+                assert time.monotonic() - started < 1.0
+        finally:
+            for conn in slow:
+                conn.close()
+
+
+def test_recycling_gunicorn_workers_drop_no_connection_and_keep_probes_fast(tmp_path):
+    """Found by the hostile pass: each recycle left probes unanswered for 2.1 s (idle
+    keep-alive connections held the draining worker), and some connections were reset
+    (gunicorn's own count stopped the loop under the other threads)."""
+    from serverproc import http_request
+
+    # Two workers, so that one serves while the other is replaced (with one, a recycle
+    # leaves a gap of the new worker's start, as with gunicorn's own workers).
+    with gunicorn_server(tmp_path, "-w", "2", "--threads", "4", "--max-requests", "10",
+                         "--keep-alive", "5") as server:
+        failures, probes = [], []
+        stop = threading.Event()
+
+        def client():
+            import http.client
+            conn, fresh = None, True
+            while not stop.is_set():
+                try:  # keep-alive connections, as proxies hold them
+                    if conn is None:
+                        conn, fresh = http.client.HTTPConnection("127.0.0.1", server.port,
+                                                                 timeout=10), True
+                    conn.request("GET", "/openapi.json")
+                    response = conn.getresponse()
+                    response.read()
+                    fresh = False
+                    if response.getheader("Connection") == "close":
+                        conn.close()
+                        conn = None
+                except (ConnectionError, http.client.HTTPException) as exc:
+                    conn.close()
+                    conn = None
+                    if fresh:  # a reused idle connection may be closed (HTTP allows it,
+                        failures.append(exc)  # clients send again); a new one must not
+            if conn is not None:
+                conn.close()
+
+        clients = [threading.Thread(target=client) for _ in range(3)]
+        for thread in clients:
+            thread.start()
+        try:
+            for _ in range(40):  # several recycles meanwhile
+                started = time.monotonic()
+                assert http_request("127.0.0.1", server.port, "GET", "/health",
+                                    timeout=10)[0] == 200
+                probes.append(time.monotonic() - started)
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            for thread in clients:
+                thread.join(15)
+    assert max(probes) < 1.0, probes
+    assert not failures, failures

@@ -76,8 +76,9 @@ class WebhookWorker:
     Invariants:
 
     - A URL has at most one lane in this worker (``_busy``), and, on a store several
-      processes share, in all of them: a lane holds the store's lease on its URL, renewed
-      before each send, and stops when it cannot (hold_lane).
+      processes share, in all of them: a lane holds the store's lease on its URL (hold_lane),
+      renewed with the count of each attempt before it is made (begin_attempt), and stops
+      when it cannot.
     - A lane sends its URL's deliveries oldest first and stops at the first failure: the
       URL then waits out its back-off (``_due``, and on a shared store the delivery's own
       ``due``) and that delivery is tried again before any later one. So one URL's
@@ -209,11 +210,9 @@ class WebhookWorker:
     def _send(self, delivery: Delivery) -> bool:
         """One attempt, its outcome recorded; False when the lane must stop (it failed, or
         the lease on the URL is lost)."""
-        if not self._store.hold_lane(delivery.url, self._lease):
-            return False  # another instance holds the lane now (this one was too slow)
         attempts = self._store.begin_attempt(delivery, self._lease, self._max_attempts)
         if attempts is None:
-            return False  # the lease ran out meanwhile
+            return False  # another instance holds the lane now (this one was too slow)
         if attempts > self._max_attempts:  # its last try's outcome was never recorded
             self._store.settle(delivery.id, "dead", "no outcome recorded for its last attempt")
             return True

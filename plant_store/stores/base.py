@@ -150,11 +150,12 @@ class Store(abc.ABC):
         """Give the lane up before its lease ends."""
 
     def begin_attempt(self, delivery: "Delivery", lease: float, max_attempts: int) -> int | None:
-        """Count an attempt at ``delivery`` before it is made, and return its number (above
-        ``max_attempts``: the delivery has had its tries, the last one's outcome never
-        recorded); None when the lane is no longer this worker's. A store several workers
-        share counts it here, atomically, so that no two workers both make the last try;
-        one that a single worker owns counts it when the outcome is settled."""
+        """Count an attempt at ``delivery`` before it is made, keeping its lane for
+        ``lease`` seconds more, and return its number (above ``max_attempts``: the delivery
+        has had its tries, the last one's outcome never recorded); None when the lane is no
+        longer this worker's. A store several workers share counts it here, atomically with
+        the lease, so that no two workers both make the last try; one that a single worker
+        owns counts it when the outcome is settled."""
         return delivery.attempts + 1
 
     def check(self) -> None:

@@ -139,13 +139,14 @@ WHERE l.holder = excluded.holder OR l.until <= now()
 RETURNING true;
 
 -- name: begin_attempt
--- Count an attempt before it is made, while this holder's lease on the lane lasts: the
--- count and the check are one statement, so no two workers both make a last try, and a
--- worker whose lease ran out (a slow outcome's write) sends nothing. Answers the attempt's
+-- Count an attempt before it is made, while this holder's lease on the lane lasts, and
+-- renew the lease: one statement, so no two workers both make a last try, and a worker
+-- whose lease ran out (a slow outcome's write) sends nothing. Answers the attempt's
 -- number (max + 1: the tries are used up), and whether the lane is still held.
 WITH lane AS (
-    SELECT FROM plant_store_lanes
+    UPDATE plant_store_lanes SET until = now() + make_interval(secs => %(lease)s)
     WHERE url = %(url)s AND holder = %(holder)s AND until > now()
+    RETURNING true
 ), counted AS (
     UPDATE plant_store_outbox
     SET attempts = attempts + 1, due = now() + make_interval(secs => %(lease)s)

@@ -335,8 +335,7 @@ class PostgresStore(Store):
 
     def deliveries(self, *, dead: bool = False) -> list[Delivery]:
         rows = self._run("dead" if dead else "due", {}, lambda cur: cur.fetchall())
-        return [Delivery(i, plant_id, url, bytes(body), attempts, error, is_dead)
-                for i, plant_id, url, body, attempts, error, is_dead in rows]
+        return [_delivery(*row) for row in rows]
 
     def outbox_counts(self) -> tuple[int, int]:
         return self._run("outbox_counts", {}, lambda cur: tuple(cur.fetchone()))
@@ -347,9 +346,7 @@ class PostgresStore(Store):
 
     def lane(self, url: str, limit: int) -> list[Delivery]:
         rows = self._run("lane", {"url": url, "limit": limit}, lambda cur: cur.fetchall())
-        due = itertools.takewhile(lambda row: row[-1], rows)
-        return [Delivery(i, plant_id, url, bytes(body), attempts, error, is_dead)
-                for i, plant_id, url, body, attempts, error, is_dead, _ in due]
+        return [_delivery(*row[:-1]) for row in itertools.takewhile(lambda row: row[-1], rows)]
 
     def hold_lane(self, url: str, lease: float) -> bool:
         return self._run("hold_lane", {"url": url, "holder": self._holder(), "lease": lease},
@@ -403,6 +400,11 @@ class PostgresStore(Store):
 
 def _utf8(text: str | None) -> bytes | None:
     return None if text is None else text.encode()
+
+
+def _delivery(delivery_id: str, plant_id: int, url: str, body: bytes, attempts: int,
+              error: str | None, dead: bool) -> Delivery:
+    return Delivery(delivery_id, plant_id, url, bytes(body), attempts, error, dead)
 
 
 def _plant(plant_id: int, name: bytes, tag: bytes | None) -> Plant:

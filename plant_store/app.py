@@ -1,5 +1,6 @@
 """The composition root: config in, a ready ``falcon.App`` out."""
 
+from collections.abc import Callable, Iterable
 from typing import TextIO
 
 import falcon
@@ -10,7 +11,8 @@ from plant_store.access_log import AccessLog
 from plant_store.auth import BearerAuth
 from plant_store.config import Config
 from plant_store.docs_page import DocsAssetResource, DocsPageResource
-from plant_store.operational import HealthResource, OpenApiResource, ReadyResource
+from plant_store.forwarded import Forwarded
+from plant_store.operational import HealthResource, IndexResource, OpenApiResource, ReadyResource
 from plant_store.plants import PlantResource, PlantsResource
 from plant_store.stores import Store, open_store
 from plant_store.tokens import TokenFile
@@ -20,7 +22,7 @@ from plant_store.webhooks import WebhookWorker
 # probes do not flood the log. Under the prefixes, every path is public (the page's assets,
 # and a 404 for any other name there). /metrics is as quiet, and public only when the
 # setting says so.
-PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json", "/docs"})
+PUBLIC_PATHS = frozenset({"/", "/health", "/ready", "/openapi.json", "/docs"})
 PUBLIC_PREFIXES = ("/docs/",)
 QUIET_PATHS = PUBLIC_PATHS | {"/metrics"}
 # What a cross-origin page may read beyond the safe headers: the next page, the request
@@ -55,7 +57,12 @@ def create_app(
         middleware.insert(0, _CORS(
             allow_origins="*" if "*" in origins else origins, expose_headers=CORS_EXPOSED))
     router = falcon.routing.CompiledRouter()
-    app = falcon.App(middleware=middleware, router=router)
+    if config.trusted_proxy or config.url_prefix:
+        app: falcon.App = _ForwardedApp(Forwarded(
+            config.trusted_proxy, config.trusted_proxy_headers.split(),
+            config.trusted_proxy_count, config.url_prefix), middleware=middleware, router=router)
+    else:  # nothing to rewrite: the plain app, not a call more per request
+        app = falcon.App(middleware=middleware, router=router)
     app.set_error_serializer(errors.serialize)
     app.add_error_handler(Exception, errors.unexpected)
     unavailable = counted.unavailable if counted else _ignore
@@ -64,6 +71,7 @@ def create_app(
         webhooks=config.webhook_urls, on_created=webhooks.wake if webhooks else None,
         on_unavailable=unavailable))
     app.add_route("/plants/{plant_id}", PlantResource(store, unavailable))
+    app.add_route("/", IndexResource())
     app.add_route("/health", HealthResource())
     app.add_route("/ready", ReadyResource(store))
     app.add_route("/openapi.json", OpenApiResource())
@@ -73,6 +81,20 @@ def create_app(
         counted.router = router
         app.add_route("/metrics", metrics.MetricsResource(counted))
     return app
+
+
+class _ForwardedApp(falcon.App):
+    """The app behind :class:`~plant_store.forwarded.Forwarded`: what a trusted proxy says of
+    the client, and the URL prefix, applied by the app itself, so every WSGI server and host
+    application serves the same paths and URLs."""
+
+    def __init__(self, forwarded: Forwarded, **options: object) -> None:
+        super().__init__(**options)  # type: ignore[arg-type]
+        self._forwarded = forwarded
+
+    def __call__(self, env: dict, start_response: Callable) -> Iterable[bytes]:  # type: ignore[override]
+        self._forwarded(env)
+        return super().__call__(env, start_response)
 
 
 class _CORS(falcon.CORSMiddleware):

@@ -8,13 +8,14 @@ Precedence, lowest first: defaults, INI file, environment, flags.
 import base64
 import binascii
 import configparser
-import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
+
+from plant_store import forwarded
 
 SECTION = "plant-store"
 ENV_PREFIX = "PLANT_STORE_"
@@ -92,8 +93,7 @@ _flag.choices = ("true", "false")  # type: ignore[attr-defined]
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")  # the order ranks them
-PROXY_HEADERS = ("x-forwarded-for", "x-forwarded-proto", "x-forwarded-host",
-                 "x-forwarded-port", "x-forwarded-by", "forwarded")
+PROXY_HEADERS = tuple(forwarded.HEADERS)
 
 
 def _header_list(text: str) -> str:
@@ -139,11 +139,10 @@ def _origins(text: str) -> tuple[str, ...]:
 
 
 def _prefix(text: str) -> str:
-    prefix = text.strip().rstrip("/")
-    if prefix and not prefix.startswith("/"):
-        raise ValueError("must start with /")
-    if not prefix.isprintable() or " " in prefix:
-        raise ValueError("must be a path without spaces or control characters")
+    prefix = forwarded.prefix(text)
+    if prefix is None:
+        raise ValueError("must be a path that starts with /, of plain segments (letters, "
+                         "digits and -._~!$&'()*+,;=:@; no '.' or '..', no %-escapes)")
     return prefix
 
 
@@ -153,15 +152,14 @@ def _path(text: str) -> str:
     return text
 
 
-def _address(text: str) -> str:
-    """An IP address or '*': waitress compares it with the peer's address as a string."""
-    address = text.strip()
-    if address and address != "*":
-        try:
-            ipaddress.ip_address(address)
-        except ValueError:
-            raise ValueError("must be an IP address (the proxy's), or *") from None
-    return address
+def _proxies(text: str) -> str:
+    """IP addresses and networks, or '*'; kept as text, parsed again by the app."""
+    try:
+        forwarded.networks(text)
+    except ValueError:
+        raise ValueError("must be the proxies' IP addresses or networks (127.0.0.1 "
+                         "10.0.0.0/8), space-separated, or *") from None
+    return " ".join(text.replace(",", " ").split())
 
 
 @dataclass(frozen=True)
@@ -260,16 +258,24 @@ SETTINGS: tuple[Setting, ...] = (
             "Lowest level logged to stderr; 'info' includes one access line per request."),
     Setting("log_format", _one_of("text", "json"), "text",
             "'text' lines, or 'json': one JSON object per line, for log shippers."),
-    Setting("trusted_proxy", _address, "",
-            "Address of the reverse proxy whose forwarded headers are believed (e.g. "
-            "127.0.0.1; '*' for any peer). Empty: forwarded headers are ignored.", unit="ADDRESS"),
+    Setting("trusted_proxy", _proxies, "",
+            "IP addresses or networks of the reverse proxies whose forwarded headers are "
+            "believed, space-separated (e.g. 127.0.0.1, or 10.0.0.0/8; '*' for any peer, as "
+            "behind a Unix socket). Empty: forwarded headers are ignored and removed. Applied "
+            "by the app itself, under any WSGI server.", unit="ADDRESSES"),
+    Setting("trusted_proxy_count", _int_in(1, 10), "1",
+            "Trusted proxies in a row in front of the service: of each forwarded header's "
+            "comma-separated hops, the one this many from the right is believed (what a "
+            "client sent sits to its left).", unit="N"),
     Setting("trusted_proxy_headers", _header_list, "x-forwarded-for x-forwarded-proto "
             "x-forwarded-host",
-            "Forwarded headers taken from the trusted proxy, space-separated.", unit="HEADERS"),
+            "Forwarded headers taken from the trusted proxy, space-separated, from: "
+            + " ".join(PROXY_HEADERS) + ". List only those the proxy sets itself, "
+            "overwriting what a client sent.", unit="HEADERS"),
     Setting("url_prefix", _prefix, "",
             "Path the proxy serves the API under (e.g. /api), stripped from request paths "
-            "and put back in the URLs the service emits. Empty: served at the root.",
-            unit="PATH"),
+            "and put back in the URLs the service emits. Empty: served at the root. Applied "
+            "by the app itself, under any WSGI server.", unit="PATH"),
     Setting("metrics", _one_of("off", "public", "token"), "token",
             "Who may read GET /metrics (Prometheus text): 'token' (a bearer token, as for "
             "the plants: request rates and store health are not for anyone who asks), "
@@ -324,6 +330,7 @@ class Config:
     log_level: str
     log_format: str
     trusted_proxy: str
+    trusted_proxy_count: int
     trusted_proxy_headers: str
     url_prefix: str
     probe_port: int

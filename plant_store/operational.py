@@ -1,5 +1,5 @@
-"""The operational paths, outside the seed's contract and the token: liveness, readiness
-and the spec.
+"""The operational paths, outside the seed's contract and the token: an index, liveness,
+readiness and the spec.
 
 ``/health`` says only that the process serves: a load balancer or orchestrator that
 restarted the service whenever its database was down would restart every instance for
@@ -51,3 +51,16 @@ class OpenApiResource:
         resp.content_type = falcon.MEDIA_JSON
 
     on_head = on_get  # the same answer, without its body (Falcon drops it)
+
+
+class IndexResource:
+    """``GET /``: where to go from here, for a person or a client that starts at the root
+    (without a token, it would get a bare 401 and no hint)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.data = orjson.dumps({
+            "service": "plant-store", "docs": req.prefix + "/docs",
+            "openapi": req.prefix + "/openapi.json", "plants": req.prefix + "/plants"})
+        resp.content_type = falcon.MEDIA_JSON
+
+    on_head = on_get

@@ -30,24 +30,19 @@ def create_server(
     """A waitress server for ``app`` with the configured settings (benchmarks reuse it); a
     host that resolves to several addresses gets a MultiSocketServer. ``on_refused(method,
     path, status)``: told of each request waitress answers itself (see waitress_errors)."""
-    proxy = {}
-    if config.trusted_proxy:
-        proxy = {
-            "trusted_proxy": config.trusted_proxy,
-            "trusted_proxy_headers": config.trusted_proxy_headers,
-            "trusted_proxy_count": 1,
-        }
+    # The URL prefix and the forwarded headers are the app's (plant_store.forwarded), as
+    # under any other server: waitress's own would apply them twice, and by default it
+    # removes every forwarded header before the app could read it.
     server = waitress.create_server(
         app, _dispatcher=ProbeLaneDispatcher(config.threads, config.url_prefix),
         host=config.host, port=config.port, threads=config.threads, ident="plant-store",
-        url_prefix=config.url_prefix, clear_untrusted_proxy_headers=True,
+        clear_untrusted_proxy_headers=False,
         # Waitress refuses a body once its Content-Length, or a chunked body's bytes as sent
         # (chunk-size lines too), reach this (its parser compares >=): the limit itself is
         # accepted; one byte more is refused before the app and its token check, unread.
         max_request_body_size=config.max_body_size + 1,
         connection_limit=config.connection_limit, channel_timeout=config.channel_timeout,
         cleanup_interval=min(30, config.channel_timeout),  # how often idle ones are closed
-        **proxy,
     )
     use_json_errors(server, on_refused)
     return server

@@ -1,0 +1,191 @@
+"""What a trusted reverse proxy says of the client, and the URL prefix, applied to the WSGI
+environ by the app itself, so that ``plant-store serve``, gunicorn, uWSGI and a host
+application behave alike (the way werkzeug's ``ProxyFix`` works).
+
+Invariants:
+
+- Forwarded headers are read only when the peer (``REMOTE_ADDR``) is a trusted proxy. Every
+  forwarded header that is not read (an untrusted peer, a header not in
+  ``trusted_proxy_headers``) is removed from the environ, so nothing downstream reads it.
+- Of each header's comma-separated hops, only the one ``count`` from the right is believed:
+  the hop the nearest trusted proxy wrote; what a client wrote sits to its left. A header with
+  fewer hops is ignored whole.
+- A value that does not parse (an address that is not one, a scheme other than http or
+  https, a host or a prefix with characters no URL has there) is ignored; the others apply.
+- ``Forwarded`` (RFC 7239), when trusted and sent, replaces ``X-Forwarded-For``, ``-Proto``
+  and ``-Host``; ``X-Forwarded-Port`` and ``-Prefix``, which it has no words for, still apply.
+- The prefix a request arrives under is moved from ``PATH_INFO`` to ``SCRIPT_NAME``, as
+  waitress's ``url_prefix`` does: a path under ``url_prefix`` loses it, and every request's
+  ``SCRIPT_NAME`` ends with it, so the URLs the service emits carry it. A trusted
+  ``X-Forwarded-Prefix`` (a proxy that stripped one) goes before both.
+"""
+
+import functools
+import ipaddress
+import re
+from collections.abc import Iterable
+
+# The environ keys of the headers a proxy may forward, by their names in the settings.
+HEADERS = {
+    "x-forwarded-for": "HTTP_X_FORWARDED_FOR",
+    "x-forwarded-proto": "HTTP_X_FORWARDED_PROTO",
+    "x-forwarded-host": "HTTP_X_FORWARDED_HOST",
+    "x-forwarded-port": "HTTP_X_FORWARDED_PORT",
+    "x-forwarded-prefix": "HTTP_X_FORWARDED_PREFIX",
+    "x-forwarded-by": "HTTP_X_FORWARDED_BY",  # accepted for waitress's sake; says nothing used
+    "forwarded": "HTTP_FORWARDED",
+}
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?")
+_SEGMENT = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@-]+")  # a path segment, unencoded
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+# Forwarded's pairs: a token, '=', and a token or a quoted string (RFC 7239, section 4).
+_PAIR = re.compile(r'\s*([!#$%&\'*+.^_`|~0-9A-Za-z-]+)=([!#$%&\'*+.^_`|~0-9A-Za-z-:\[\]]+'
+                   r'|"(?:[^"\\]|\\.)*")\s*')
+
+
+def networks(text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] | None:
+    """The proxies ``trusted_proxy`` names: None for '*' (any peer), else their networks
+    (an address is a network of one). Raises ValueError for anything else."""
+    if text.strip() == "*":
+        return None
+    return tuple(ipaddress.ip_network(item, strict=False)
+                 for item in text.replace(",", " ").split())
+
+
+def prefix(text: str) -> str | None:
+    """A URL path prefix without its trailing slash ('' for the root), or None when ``text``
+    is not one: only plain segments, none of them '.' or '..'."""
+    text = text.strip().rstrip("/")
+    if not text:
+        return ""
+    segments = text.split("/")
+    if segments[0] or any(s in (".", "..") or not _SEGMENT.fullmatch(s) for s in segments[1:]):
+        return None
+    return text
+
+
+class Forwarded:
+    """Rewrites a request's environ as the settings say; call it with the environ."""
+
+    def __init__(self, trusted: str, headers: Iterable[str], count: int = 1,
+                 url_prefix: str = "") -> None:
+        self._trusted_networks = networks(trusted) if trusted else ()
+        self._read = {HEADERS[name] for name in headers} if trusted else set()
+        self._drop = tuple(set(HEADERS.values()) - self._read)
+        self._count = count
+        self._prefix = url_prefix
+        self._prefix_slash = url_prefix + "/"
+        self._trusted = functools.lru_cache(maxsize=1024)(self._is_trusted)  # peers repeat
+
+    def __call__(self, environ: dict) -> None:
+        for key in self._drop:
+            environ.pop(key, None)
+        if self._read:
+            if self._trusted(environ.get("REMOTE_ADDR", "")):
+                self._believe(environ)
+            else:
+                for key in self._read:
+                    environ.pop(key, None)
+        if self._prefix:
+            path = environ.get("PATH_INFO", "")
+            if path == self._prefix or path.startswith(self._prefix_slash):
+                environ["PATH_INFO"] = path[len(self._prefix):]
+            environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + self._prefix
+
+    def _is_trusted(self, peer: str) -> bool:
+        if self._trusted_networks is None:
+            return True
+        address = _address(peer)
+        return address is not None and any(
+            address in network for network in self._trusted_networks)
+
+    def _hop(self, environ: dict, key: str) -> str | None:
+        """The hop of header ``key`` that the nearest trusted proxies wrote, or None."""
+        if key not in self._read:
+            return None
+        value = environ.get(key)
+        if value is None:
+            return None
+        hops = _split(value)
+        return hops[-self._count].strip() if len(hops) >= self._count else None
+
+    def _believe(self, environ: dict) -> None:
+        element = self._hop(environ, "HTTP_FORWARDED")
+        if element is not None:
+            said = _pairs(element)
+            client, scheme, host = said.get("for"), said.get("proto"), said.get("host")
+        else:
+            client = self._hop(environ, "HTTP_X_FORWARDED_FOR")
+            scheme = self._hop(environ, "HTTP_X_FORWARDED_PROTO")
+            host = self._hop(environ, "HTTP_X_FORWARDED_HOST")
+        if client is not None and (address := _address(client)) is not None:
+            environ["REMOTE_ADDR"] = str(address)
+        if scheme is not None and scheme.lower() in _DEFAULT_PORTS:
+            environ["wsgi.url_scheme"] = scheme = scheme.lower()
+        else:
+            scheme = environ.get("wsgi.url_scheme", "http")
+        if host is not None and _HOST.fullmatch(host):
+            environ["HTTP_HOST"] = host
+        port = self._hop(environ, "HTTP_X_FORWARDED_PORT")
+        if port is not None and port.isascii() and port.isdigit() and 0 < int(port) < 65536:
+            port = str(int(port))
+            name = _HOST.fullmatch(environ.get("HTTP_HOST", "")) or None
+            if name is not None:
+                default = _DEFAULT_PORTS.get(scheme) == port
+                environ["HTTP_HOST"] = name.group(1) + ("" if default else f":{port}")
+            environ["SERVER_PORT"] = port
+        forwarded_prefix = self._hop(environ, "HTTP_X_FORWARDED_PREFIX")
+        if forwarded_prefix is not None and (forwarded_prefix := prefix(forwarded_prefix)):
+            environ["SCRIPT_NAME"] = forwarded_prefix + environ.get("SCRIPT_NAME", "")
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An address as proxies write it: bare, ``[v6]``, ``[v6]:port`` or ``v4:port``, quoted
+    or not; None for anything else ('unknown', an obfuscated ``_name``)."""
+    text = text.strip().strip('"')
+    if text.startswith("["):
+        text = text[1:].partition("]")[0]
+    elif text.count(":") == 1:
+        text = text.partition(":")[0]
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def _split(value: str, separator: str = ",") -> list[str]:
+    """A header's comma-separated hops (or an element's ';'-separated pairs), separators
+    inside quoted strings kept."""
+    if '"' not in value:
+        return value.split(separator)
+    hops, current, quoted, escaped = [], [], False, False
+    for char in value:
+        if escaped:
+            escaped = False
+        elif char == "\\" and quoted:
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == separator and not quoted:
+            hops.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    hops.append("".join(current))
+    return hops
+
+
+def _pairs(element: str) -> dict[str, str]:
+    """A ``Forwarded`` element's parameters (names in lower case, quotes removed); none at
+    all when one of them does not parse, or a name repeats: such an element says nothing."""
+    said: dict[str, str] = {}
+    for pair in _split(element, ";"):
+        match = _PAIR.fullmatch(pair)
+        if match is None or match.group(1).lower() in said:
+            return {}
+        value = match.group(2)
+        if value.startswith('"'):
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        said[match.group(1).lower()] = value
+    return said
+

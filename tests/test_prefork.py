@@ -110,11 +110,12 @@ def gunicorn(tmp_path, *args, env=None):
                       tmp_path / "data", env)
 
 
-def uwsgi(tmp_path, *args):
+def uwsgi(tmp_path, *args, env=None):
     # SIGINT stops uWSGI 2.0 (SIGTERM reloads it).
     return WsgiServer([os.path.join(BIN, "uwsgi"), "--http-socket", "127.0.0.1:{port}",
                        "--module", APP, "--disable-logging", *args],
-                      tmp_path / "data", {"PLANT_STORE_LOCK_TIMEOUT": "1"}, signal.SIGINT)
+                      tmp_path / "data", {"PLANT_STORE_LOCK_TIMEOUT": "1", **(env or {})},
+                      signal.SIGINT)
 
 
 def assert_holds_exactly(data_dir, acknowledged):

@@ -12,13 +12,19 @@ only at ``log_level = debug``.
 
 In the text format every field a client chose (path, method, address, request id) has its
 control characters escaped as ``\\xNN``, so a request cannot forge or split a line.
+
+Where the lines go: to ``stream`` when one is given; else through the ``plant_store.access``
+logger, so a host application's handlers, filters and levels see them (the flusher thread,
+not the request's, makes their LogRecords). When that logger's records would only reach the
+handler :func:`plant_store.logs.configure` installed (``plant-store serve``, the WSGI entry
+point), the lines are written to its stream directly, as before: the same lines, cheaper.
 """
 
 import atexit
 import collections
 import contextlib
+import logging
 import os
-import sys
 import threading
 import time
 import weakref
@@ -29,10 +35,14 @@ import falcon
 import orjson
 
 from plant_store.config import LOG_LEVELS
-from plant_store.logs import escape, iso_timestamp, timestamp
+from plant_store.logs import escape, iso_timestamp, own_stream, timestamp
 from plant_store.request_id import RequestId
 
 FLUSH_INTERVAL = 0.05  # seconds; a small batch holds the GIL briefly, which keeps p99 down
+LOGGER = logging.getLogger("plant_store.access")
+_LEVELS = {"INFO": logging.INFO, "DEBUG": logging.DEBUG}
+
+
 class AccessLog:
     def __init__(
         self, stream: TextIO | None, log_level: str, quiet_paths: frozenset[str],
@@ -83,16 +93,20 @@ class AccessLog:
             env.get("SCRIPT_NAME", "") + req.path, resp.status, elapsed,
             req.context.request_id))  # deque.append is thread-safe: no lock here
 
+    @staticmethod
+    def _object(entry: tuple) -> dict:
+        """The line's fields, as the JSON format writes them."""
+        now, level, remote_addr, method, path, status, elapsed, request_id = entry
+        return {"time": iso_timestamp(now), "level": level, "logger": LOGGER.name,
+                "remote_addr": remote_addr, "method": method, "path": path,
+                "status": falcon.http_status_to_code(status),
+                "duration_ms": round(elapsed * 1000, 3), "request_id": request_id}
+
     def _format(self, entry: tuple) -> str:
+        if self._json:
+            return orjson.dumps(self._object(entry)).decode() + "\n"
         now, level, remote_addr, method, path, status, elapsed, request_id = entry
         status = falcon.http_status_to_code(status)
-        if self._json:
-            return orjson.dumps({
-                "time": iso_timestamp(now), "level": level, "logger": "plant_store.access",
-                "remote_addr": remote_addr, "method": method, "path": path,
-                "status": status, "duration_ms": round(elapsed * 1000, 3),
-                "request_id": request_id,
-            }).decode() + "\n"
         client = (remote_addr, method, path, request_id)
         chosen = "".join(client)
         # Every unsafe character but the backslash is unprintable, and isprintable() costs
@@ -109,13 +123,33 @@ class AccessLog:
             with contextlib.suppress(IndexError):
                 while True:
                     lines.append(self._lines.popleft())
-            if lines:
-                stream = self._stream or sys.stderr
-                try:
-                    stream.write("".join(map(self._format, lines)))
-                    stream.flush()
-                except (OSError, ValueError):  # stderr closed or gone: nowhere left to log
-                    pass
+            if not lines:
+                return
+            stream = self._stream or own_stream(LOGGER)
+            if stream is None:
+                for entry in lines:
+                    self._emit(entry)
+                return
+            if stream is not self._stream:  # the root's handler: its level still applies
+                lines = [e for e in lines if LOGGER.isEnabledFor(_LEVELS[e[1]])]
+            try:
+                stream.write("".join(map(self._format, lines)))
+                stream.flush()
+            except (OSError, ValueError):  # stderr closed or gone: nowhere left to log
+                pass
+
+    def _emit(self, entry: tuple) -> None:
+        """One line as a LogRecord, made at the request's time, through the logger."""
+        now, level, remote_addr, method, path, status, elapsed, request_id = entry
+        levelno = _LEVELS[level]
+        if not LOGGER.isEnabledFor(levelno):
+            return
+        args = (escape(remote_addr), escape(method), escape(path),
+                falcon.http_status_to_code(status), elapsed * 1000, escape(request_id))
+        record = LOGGER.makeRecord(LOGGER.name, levelno, __file__, 0, "%s %s %s %d %.1fms %s",
+                                   args, None, extra={"access": self._object(entry)})
+        record.created, record.msecs = now, now % 1 * 1000
+        LOGGER.handle(record)
 
 
 _live: "weakref.WeakSet[AccessLog]" = weakref.WeakSet()  # a dropped app leaves the set

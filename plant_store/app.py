@@ -8,8 +8,8 @@ import falcon.routing
 
 from plant_store import errors, metrics
 from plant_store.access_log import AccessLog
-from plant_store.auth import BearerAuth
-from plant_store.config import Config
+from plant_store.auth import BearerAuth, Tokens
+from plant_store.config import Config, ConfigError
 from plant_store.docs_page import DocsAssetResource, DocsPageResource
 from plant_store.forwarded import Forwarded
 from plant_store.operational import HealthResource, IndexResource, OpenApiResource, ReadyResource
@@ -31,16 +31,26 @@ CORS_EXPOSED = ("Link", "X-Request-ID", "WWW-Authenticate", "Retry-After")
 
 
 def create_app(
-    config: Config, *, store: Store | None = None, tokens: TokenFile | None = None,
+    config: Config, *, store: Store | None = None, tokens: Tokens | None = None,
     log_stream: TextIO | None = None, webhooks: WebhookWorker | None = None,
     counted: metrics.Metrics | None = None,
 ) -> falcon.App:
-    """Build the service; the caller that passes ``store`` owns it and closes it.
-    Access lines go to ``log_stream``, or to whatever ``sys.stderr`` is when they are written.
-    Creates owe deliveries to ``config.webhook_urls``; ``webhooks``, when given, is woken
-    after each one (without it they wait in the outbox for whichever worker runs).
-    ``counted``: the metrics, when the caller made them to count its webhook worker's
-    attempts too; else made here as ``config.metrics`` says."""
+    """Build the service: a WSGI app, for any server or host application.
+
+    ``store``: where plants live; the caller that passes it owns it and closes it. Without it,
+    the store ``config`` names is opened, but only when ``config`` names one (``store =
+    memory``, a ``data_dir``, or PostgreSQL): a library never opens ``./plant-store-data``
+    in whatever directory its host runs from. ``tokens``: who may call the API (a
+    :class:`~plant_store.tokens.TokenFile`, :class:`~plant_store.tokens.StaticTokens`, or
+    anything with their ``verify``); without it, the token file ``config`` names, under the
+    same condition. ``webhooks``: the worker that delivers what creates owe to
+    ``config.webhook_urls`` (:func:`plant_store.webhooks.start`), woken after each; with
+    webhook_urls set it is required, as deliveries would otherwise wait unsent.
+    Access lines go to ``log_stream`` when given, else through the ``plant_store.access``
+    logger (see :mod:`plant_store.access_log`). ``counted``: the metrics, when the caller
+    made them to count its webhook worker's attempts too; else made here as
+    ``config.metrics`` says."""
+    _refuse_defaults(config, store, tokens, webhooks)
     store = store if store is not None else open_store(config)
     tokens = tokens if tokens is not None else TokenFile(config.token_file)
     counted = counted or metrics.for_config(config, store)
@@ -81,6 +91,23 @@ def create_app(
         counted.router = router
         app.add_route("/metrics", metrics.MetricsResource(counted))
     return app
+
+
+def _refuse_defaults(config: Config, store: Store | None, tokens: Tokens | None,
+                     webhooks: WebhookWorker | None) -> None:
+    """The traps of building the app with what a command line would default to, each
+    refused in one line that says what to pass."""
+    named_dir = bool(config.given & {"data_dir", "token_file"})
+    if store is None and config.store == "jsonfile" and "data_dir" not in config.given:
+        raise ConfigError("create_app: pass store= or name a data_dir (or store = memory); "
+                          "it opens no ./plant-store-data in the current directory unasked")
+    if tokens is None and not named_dir:
+        raise ConfigError("create_app: pass tokens= (plant_store.tokens.StaticTokens(["
+                          "'...']) or TokenFile(path)) or name a token_file or data_dir")
+    if config.webhook_urls and webhooks is None:
+        raise ConfigError("create_app: webhook_urls is set but no worker delivers: pass "
+                          "webhooks=plant_store.webhooks.start(config, store) (and stop it "
+                          "when done), or the deliveries would wait in the outbox unsent")
 
 
 class _ForwardedApp(falcon.App):

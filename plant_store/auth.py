@@ -3,16 +3,23 @@ A CORS preflight (an ``OPTIONS`` a browser sends before a cross-origin request, 
 credentials by design) passes when CORS is on, so Falcon's CORS middleware can answer it."""
 
 from collections.abc import Callable
+from typing import Protocol
 
 import falcon
 
-from plant_store.tokens import TokenFile
+
+class Tokens(Protocol):
+    """Where valid tokens are known: :class:`~plant_store.tokens.TokenFile`,
+    :class:`~plant_store.tokens.StaticTokens`, or a host application's own."""
+
+    def verify(self, token: str) -> str | None:
+        """The token's label when it is valid, else None."""
 
 REALM = 'Bearer realm="plant-store"'
 
 
 class BearerAuth:
-    def __init__(self, tokens: TokenFile, public_paths: frozenset[str],
+    def __init__(self, tokens: Tokens, public_paths: frozenset[str],
                  public_prefixes: tuple[str, ...] = (), *, preflight: bool = False,
                  on_refused: Callable[[str], None] = lambda reason: None) -> None:
         """``preflight``: let CORS preflights through; ``on_refused(reason)``: told each

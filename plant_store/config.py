@@ -343,11 +343,13 @@ class Config:
     webhook_timeout: float
 
     origins: Mapping[str, str] = {}  # setting -> where its value came from; set by load()
+    given: frozenset[str]  # the settings given a value, not left at their defaults
 
     def __init__(self, **values: Any) -> None:
         unknown = set(values) - set(BY_NAME)
         if unknown:
             raise ConfigError(f"unknown setting {sorted(unknown)[0]!r}")
+        self.given = frozenset(values)
         for setting in SETTINGS:
             value = values.get(setting.name, setting.default)
             if isinstance(value, str):

@@ -1,5 +1,8 @@
-"""gunicorn settings for the metrics of several workers:
+"""gunicorn settings for the service's logs, its probes and the metrics of several workers:
 ``gunicorn -c python:plant_store.gunicorn_hooks -w 4 plant_store.wsgi:application``.
+
+gunicorn's own lines (``gunicorn.error``) take the service's ``log_format``, so that every
+line of the server is in one format.
 
 Each worker keeps its counts in files of its own in ``PROMETHEUS_MULTIPROC_DIR``, and a
 scrape, whichever worker serves it, sums them (:mod:`plant_store.metrics`). The directory
@@ -29,9 +32,11 @@ import shutil
 import tempfile
 import threading
 
+from gunicorn import glogging
 from prometheus_client import multiprocess
 
-from plant_store import metrics_archive
+from plant_store import logs, metrics_archive
+from plant_store.config import load as _load  # "config" is a gunicorn setting
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -48,6 +53,20 @@ worker_class = "plant_store.gunicorn_probes.ProbeLaneWorker"
 # Each worker's files grow a page at a time through mmap: on a full file system the write
 # faults and the kernel kills the worker (SIGBUS), mid-request, after its commit.
 MIN_FREE = 64 << 20  # bytes free in the directory at start
+
+
+class _Logger(glogging.Logger):
+    """gunicorn's logger, its lines in the service's ``log_format`` (gunicorn makes its
+    handlers anew at start and at each reload, in ``setup``)."""
+
+    def setup(self, cfg: object) -> None:
+        super().setup(cfg)
+        settings = _load(os.environ.get("PLANT_STORE_CONFIG"), os.environ)
+        for handler in self.error_log.handlers:
+            handler.setFormatter(logs.formatter(settings.log_format))
+
+
+logger_class = f"{__name__}._Logger"
 
 
 def on_starting(server: object) -> None:

@@ -12,6 +12,7 @@ acknowledges nothing, and tries again at most once a second.
 import atexit
 import logging
 import os
+import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -22,6 +23,7 @@ from plant_store.config import Config
 from plant_store.operational import HEALTHY
 from plant_store.stores import Store, StoreError, open_store
 from plant_store.stores.lock import StoreLocked
+from plant_store.tokens import TokenError, TokenFile
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +90,10 @@ class LazyApp:
         try:
             counted = metrics.for_config(self._config, store, self._metrics_dir)
             worker = webhooks.start(self._config, store, counted and counted.attempted)
-            app = create_app(self._config, store=store, webhooks=worker, counted=counted)
+            tokens = TokenFile(self._config.token_file)
+            app = create_app(self._config, store=store, tokens=tokens, webhooks=worker,
+                             counted=counted)
+            _tell_if_no_tokens(tokens)
         except BaseException:  # a leaked store would hold the lock until this process ends
             if worker is not None:
                 worker.stop()
@@ -114,6 +119,19 @@ def _alive(environ: dict, start_response: Callable) -> list[bytes]:
     start_response("200 OK", [("Content-Type", "application/json"),
                               ("Content-Length", str(len(HEALTHY)))])
     return [] if environ.get("REQUEST_METHOD") == "HEAD" else [HEALTHY]
+
+
+def _tell_if_no_tokens(tokens: TokenFile) -> None:
+    """Whatever server runs the app, say how to get a token when there is none (``plant-store
+    serve`` makes a first one itself; a WSGI server's workers must not race to)."""
+    try:
+        none = not tokens.entries()
+    except TokenError:
+        return  # the token check logs what is wrong with the file
+    if none:
+        log.warning("no tokens in %s: every API request is refused (401) until one is made: "
+                    "plant-store token add --token-file %s --label LABEL (no restart needed)",
+                    tokens.path, shlex.quote(tokens.path))
 
 
 def _close(pid: int, store: Store, worker: webhooks.WebhookWorker | None) -> None:

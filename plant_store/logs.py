@@ -1,10 +1,17 @@
-"""Logging for the command line and the server: one line per record on stderr."""
+"""Logging for the command line and the servers: one line per record on stderr, text or JSON.
+
+Wherever the service runs (``plant-store serve``, the WSGI entry point under gunicorn or
+uWSGI), it configures the root logger with one handler of its own, unless the host already
+configured logging (the root logger has handlers): then the host keeps control, and the
+access lines reach its handlers through the ``plant_store.access`` logger.
+"""
 
 import logging
 import re
 import sys
 import threading
 import time
+from typing import TextIO
 
 import orjson
 
@@ -61,9 +68,13 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record, the same keys as the JSON access lines where they apply."""
+    """One JSON object per record, the same keys as the JSON access lines where they apply;
+    an access line's record (its ``access`` attribute) gives that line's very object."""
 
     def format(self, record: logging.LogRecord) -> str:
+        access = getattr(record, "access", None)
+        if access is not None:
+            return orjson.dumps(access).decode()
         entry = {"time": iso_timestamp(record.created), "level": record.levelname,
                  "logger": record.name, "message": record.getMessage()}
         if record.exc_info:
@@ -71,12 +82,50 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry).decode()
 
 
+def formatter(log_format: str) -> logging.Formatter:
+    return JsonFormatter() if log_format == "json" else TextFormatter(FORMAT)
+
+
+_own: logging.StreamHandler | None = None  # the handler configure() installed
+
+
 def configure(level: str, log_format: str = "text") -> None:
+    """Every record, one line each, on stderr, from ``level`` up."""
+    global _own
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter(FORMAT))
+    handler.setFormatter(formatter(log_format))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    _own = handler
+
+
+def configure_unless_configured(level: str, log_format: str = "text") -> bool:
+    """:func:`configure`, unless the root logger has handlers already (a host application,
+    gunicorn's ``--log-config``): those keep control. Whether it configured."""
+    if logging.getLogger().handlers:
+        return False
+    configure(level, log_format)
+    return True
+
+
+def own_stream(logger: logging.Logger) -> TextIO | None:
+    """The stream of :func:`configure`'s handler when it is the only place ``logger``'s
+    records go, with no filter on the way: lines may then be written to it directly, without
+    a LogRecord each (see :mod:`plant_store.access_log`). None otherwise."""
+    node: logging.Logger | None = logger
+    while node is not None:
+        if node.filters:
+            return None
+        if node.parent is None:  # the root
+            own = _own
+            if own is None or node.handlers != [own] or own.filters:
+                return None
+            return own.stream
+        if node.handlers or not node.propagate:
+            return None
+        node = node.parent  # type: ignore[assignment]
+    return None
 
 
 class Throttle:

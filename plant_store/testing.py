@@ -1,0 +1,45 @@
+"""Plant Store in your own tests: the whole app on a memory store, with tokens you choose.
+
+::
+
+    from plant_store.testing import make_app
+
+    app = make_app(tokens=["secret"])          # a WSGI app: WebTest, falcon.testing, ...
+
+Nothing touches the disk or the network, and every call makes a new, empty store. With
+pytest, ``pytest_plugins = ["plant_store.testing"]`` in a ``conftest.py`` gives the
+fixtures ``plant_store_app`` (a fresh app per test) and ``plant_store_token`` (a token it
+accepts).
+"""
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from plant_store.app import create_app
+from plant_store.config import Config
+from plant_store.stores import MemoryStore
+from plant_store.tokens import StaticTokens
+
+TOKEN = "plant-store-test-token"  # what the fixtures' app accepts
+
+
+def make_app(tokens: Iterable[str] | Mapping[str, str] = (TOKEN,), **settings: Any) -> Callable:
+    """The service on a new memory store, accepting ``tokens`` (or a mapping of each token
+    to its label); ``settings`` as in ``plant-store.ini`` (``url_prefix="/api"``,
+    ``page_size=2``...), as Python values or their text."""
+    config = Config(**{"store": "memory", **settings})
+    return create_app(config, store=MemoryStore(), tokens=StaticTokens(tokens))
+
+
+try:
+    import pytest
+except ImportError:  # plain unittest: make_app is all there is
+    pass
+else:
+    @pytest.fixture
+    def plant_store_token() -> str:
+        return TOKEN
+
+    @pytest.fixture
+    def plant_store_app(plant_store_token: str) -> Iterator[Callable]:
+        yield make_app(tokens=[plant_store_token])

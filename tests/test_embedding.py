@@ -1,0 +1,135 @@
+"""The public embedding and testing API: plant_store.testing, StaticTokens, create_app's
+refusals, access lines through a host's logging, and the docs' examples, run as a user would."""
+
+import io
+import logging
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+import webtest
+
+from plant_store import access_log
+from plant_store.app import create_app
+from plant_store.config import Config, ConfigError
+from plant_store.testing import make_app
+from plant_store.tokens import StaticTokens
+
+EXAMPLES = pathlib.Path(__file__).parent.parent / "docs" / "examples"
+
+
+def test_the_docs_webtest_suite_runs_where_a_user_copies_it(tmp_path):
+    """Copied alone into an empty directory and run with pytest, as the docs say."""
+    shutil.copy(EXAMPLES / "test_plants_api.py", tmp_path)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "test_plants_api.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "5 passed" in done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test_plants_api.py"]  # no data
+
+
+def test_the_docs_host_application(tmp_path):
+    """docs/examples/host_app.py, imported in a process of its own: mounted at
+    /plant-store, its access lines through the host's logging, its store closed by close()."""
+    script = f"""
+import sys, time, webtest
+sys.path.insert(0, {str(EXAMPLES)!r})
+import host_app
+app = webtest.TestApp(host_app.application)
+app.authorization = ("Bearer", "s3cret")
+app.post_json("/plant-store/plants", {{"id": 1, "name": "Fern"}})
+print(app.get("/plant-store/plants").json)
+print(app.get("/").text.strip())
+time.sleep(0.2)  # the access lines' flush
+host_app.close()
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60,
+                          env={**os.environ, "PLANTS_TOKEN": "s3cret",
+                               "PLANTS_DATA": str(tmp_path / "plants")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[{'name': 'Fern'}]", "the host application"]
+    # The host's format (basicConfig's), not the service's own.
+    assert "INFO plant_store.access: 127.0.0.1 POST /plant-store/plants 200 " in done.stderr
+    assert (tmp_path / "plants" / "plants.jsonl").exists()
+
+
+def test_make_app_accepts_its_tokens_only():
+    app = webtest.TestApp(make_app(tokens={"a-token": "alice"}))
+    app.get("/plants", headers={"Authorization": "Bearer a-token"}, status=200)
+    app.get("/plants", headers={"Authorization": "Bearer other"}, status=401)
+
+
+def test_static_tokens():
+    tokens = StaticTokens(["one", "two"])
+    assert (tokens.verify("two"), tokens.verify("three"), len(tokens)) == ("token 2", None, 2)
+    assert StaticTokens({"t": "ci"}).verify("t") == "ci"
+
+
+@pytest.mark.parametrize("settings,kwargs,says", [
+    ({}, {"tokens": StaticTokens(["t"])}, "pass store= or name a data_dir"),
+    ({"store": "memory"}, {}, "pass tokens="),
+    ({"store": "memory", "webhook_urls": "http://127.0.0.1:9/hook",
+      "webhook_secret": "whsec_" + "A" * 32}, {"tokens": StaticTokens(["t"])},
+     "no worker delivers"),
+])
+def test_create_app_refuses_its_traps_in_one_line(tmp_path, monkeypatch, settings, kwargs,
+                                                  says):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=says) as raised:
+        create_app(Config(**settings), **kwargs)
+    assert "\n" not in str(raised.value)
+    assert list(tmp_path.iterdir()) == []  # no ./plant-store-data was made
+
+
+def test_a_named_data_dir_is_opened(tmp_path):
+    app = create_app(Config(data_dir=str(tmp_path / "d")), log_stream=io.StringIO())
+    webtest.TestApp(app).get("/health")
+    assert (tmp_path / "d").is_dir()
+
+
+class Kept(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def test_access_lines_reach_the_hosts_handlers_filters_and_levels():
+    access_log.flush_all()  # earlier tests' lines
+    kept = Kept()
+    kept.addFilter(lambda record: "/health" not in record.getMessage())
+    logger = logging.getLogger("plant_store.access")
+    logger.addHandler(kept)
+    logger.setLevel(logging.INFO)
+    try:
+        app = webtest.TestApp(make_app(tokens=["t"]))
+        app.get("/plants", headers={"Authorization": "Bearer t"})
+        app.get("/plants\x1b[2J", headers={"Authorization": "Bearer t"}, status=404)
+        app.get("/health")  # quiet at info anyway
+        access_log.flush_all()
+        messages = [r.getMessage() for r in kept.records]
+        assert [m.split()[:4] for m in messages] == [
+            ["127.0.0.1", "GET", "/plants", "200"], ["127.0.0.1", "GET", "/plants\\x1b[2J", "404"]]
+        record = kept.records[0]
+        assert record.levelname == "INFO" and record.access["status"] == 200
+        assert abs(record.created - time.time()) < 5
+    finally:
+        logger.removeHandler(kept)
+        logger.setLevel(logging.NOTSET)
+
+
+def test_a_host_that_configured_nothing_gets_no_access_lines_on_stderr(capfd):
+    """Python's convention for a library: INFO goes nowhere until the host configures
+    logging (before, every embedding app got the lines on stderr, whatever it wanted)."""
+    app = webtest.TestApp(make_app(tokens=["t"]))
+    app.get("/plants", headers={"Authorization": "Bearer t"})
+    access_log.flush_all()
+    assert "plant_store.access" not in capfd.readouterr().err

@@ -47,6 +47,9 @@ def main():
                         help="interleaved rounds; medians and paired ratios are reported")
     parser.add_argument("--fill", type=int, default=1_000_000,
                         help="creates before measuring the memory store's resident memory")
+    parser.add_argument("--proxied", action="store_true",
+                        help="also the memory store with trusted_proxy and url_prefix set "
+                             "(the forwarded-header rewrite on every request)")
     parser.add_argument("--before", metavar="DIR",
                         help="also run the service from this checkout (the code before a change)")
     args = parser.parse_args()
@@ -59,6 +62,13 @@ def main():
             "service, JSON-file store (fsync)": serverctl.plant_store(
                 os.path.join(tmp, "j"), taskset="0"),
         }
+        proxied = ("--store", "memory", "--trusted-proxy", "127.0.0.1", "--url-prefix", "/api")
+        if args.proxied:
+            servers["service, memory store, proxied"] = serverctl.plant_store(
+                os.path.join(tmp, "p"), *proxied, taskset="0")
+        if args.before and args.proxied:
+            servers["before: service, memory store, proxied"] = serverctl.plant_store(
+                os.path.join(tmp, "bp"), *proxied, taskset="0", tree=args.before)
         if args.before:
             servers["before: service, memory store"] = serverctl.plant_store(
                 os.path.join(tmp, "bm"), "--store", "memory", taskset="0", tree=args.before)

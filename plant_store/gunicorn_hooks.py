@@ -46,6 +46,12 @@ else:
     _made = None
 
 
+# Forwarded headers are the app's to judge (trusted_proxy, plant_store.forwarded): gunicorn's
+# own defaults take X-Forwarded-Proto from any loopback or Unix-socket peer as the scheme
+# (secure_scheme_headers, forwarded_allow_ips), whatever the service's settings say.
+secure_scheme_headers: dict[str, str] = {}
+forwarded_allow_ips = ""
+
 # gunicorn's threaded worker, with /health and /ready on threads of their own
 # (plant_store.gunicorn_probes); ``-k`` on the command line overrides it.
 worker_class = "plant_store.gunicorn_probes.ProbeLaneWorker"

@@ -202,3 +202,15 @@ def test_other_servers_apply_the_prefix_and_the_proxy(tmp_path, server):
             assert time.monotonic() < deadline, "".join(running.output)
             time.sleep(0.05)
         assert f" {CLIENT} POST /api/plants 200 " in lines[0]
+
+
+def test_gunicorn_believes_no_forwarded_scheme_the_service_does_not(tmp_path):
+    """gunicorn's own defaults took X-Forwarded-Proto from any loopback peer as the scheme
+    (and answered an HTML 400 to contradictory ones); with the hooks, only trusted_proxy
+    decides."""
+    with gunicorn(tmp_path, "-c", "python:plant_store.gunicorn_hooks") as running:
+        for forged in ({"X-Forwarded-Proto": "https"},
+                       {"X-Forwarded-Proto": "https", "X-Forwarded-Ssl": "off"}):
+            status, _, body = http_request("127.0.0.1", running.port, "GET", "/",
+                                           headers=forged)
+            assert (status, body["plants"]) == (200, f"http://127.0.0.1:{running.port}/plants")

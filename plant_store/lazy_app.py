@@ -49,11 +49,12 @@ class LazyApp:
         self._built: tuple[int | None, Callable | None] = (None, None)  # (PID, app)
         self._failed: tuple[int | None, float, str] = (None, 0.0, "")  # (PID, retry at, why)
         self._told = ""  # what the 503 says of why
+        self._health = {"/health", config.url_prefix + "/health"}  # as the app serves it
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         pid, app = self._built
         if pid != os.getpid():
-            if environ.get("PATH_INFO") == "/health":  # liveness: the process serves
+            if environ.get("PATH_INFO") in self._health:  # liveness: the process serves
                 return _alive(environ, start_response)
             app = self._build()
             if app is None:

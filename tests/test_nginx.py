@@ -1,75 +1,21 @@
-"""Behind a real nginx, running conf/nginx.conf.example with only its ports replaced."""
+"""Behind a real nginx, running conf/nginx.conf.example with only its ports replaced
+(tests/proxies.py; test_proxies.py runs the same checks behind every proxy)."""
 
 import json
-import os
-import pathlib
 import re
 import selectors
-import shutil
 import socket
-import subprocess
 import time
 
 import pytest
 
-from serverproc import Server, free_port, http_request, parse_answer
+from proxies import NGINX, Nginx
+from serverproc import Server, parse_answer
 
-EXAMPLE = pathlib.Path(__file__).parent.parent / "conf" / "nginx.conf.example"
-NGINX = shutil.which("nginx") or next(
-    (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None)
+EXAMPLE = Nginx.example
 
 pytestmark = pytest.mark.skipif(
     NGINX is None, reason="nginx is not installed (.ci/run installs Debian's nginx)")
-
-MAIN = """daemon off;
-master_process off;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
-events {{ worker_connections 1024; }}  # the slow-client test holds ~350
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    include {tmp}/plant-store.conf;
-}}
-"""
-
-
-class Nginx:
-    def __init__(self, tmp, *upstream_ports):
-        """The example in front of the service at ``upstream_ports``: one for the JSON-file
-        store, several instances for PostgreSQL (each listed in the upstream block)."""
-        self.port = free_port()
-        site = EXAMPLE.read_text()
-        site = site.replace("server 127.0.0.1:8080;", " ".join(
-            f"server 127.0.0.1:{port};" for port in upstream_ports))
-        site = re.sub(r"listen 80;", f"listen 127.0.0.1:{self.port};", site)
-        (tmp / "plant-store.conf").write_text(site)
-        (tmp / "nginx.conf").write_text(MAIN.format(tmp=tmp))
-        self.tmp = tmp
-        self.proc = subprocess.Popen([NGINX, "-c", str(tmp / "nginx.conf"), "-p", str(tmp)],
-                                     stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            if self.proc.poll() is not None:
-                raise AssertionError("nginx failed:\n" + self.proc.stderr.read())
-            time.sleep(0.05)
-        self.stop()
-        raise AssertionError("nginx did not start")
-
-    def request(self, *args, **kwargs):
-        return http_request("127.0.0.1", self.port, *args, **kwargs)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(10)
-        self.proc.stderr.close()
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from plant_store.tokens import TokenFile
+from proxies import NGINX, Nginx
 from receiver import SECRET, Receiver, Stalling, verified
 from serverproc import Server, ended, free_port, http_request, wait_answering
-from test_nginx import NGINX, Nginx
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ a command offers as flags only those it reads, so ``--help`` shows what matters 
 """
 
 import argparse
+import difflib
+import itertools
 
 from plant_store import __version__, config
 
@@ -21,6 +23,40 @@ DATABASE = ("database_url", "database_timeout", "statement_timeout",
             "database_prepared_statements")
 STORE = ("store", "data_dir", *DATABASE)
 TOKENS = ("data_dir", "token_file")
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser whose mistakes are told by the command they were made in: an unknown
+    argument with that command's usage (argparse leaves them to the top, whose usage is no
+    help), and a mistyped flag or action with the nearest one it takes."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        if args is not None and self._subparsers is None:  # a command's own flags: a
+            for arg in itertools.takewhile(lambda a: a != "--", args):  # typo before what
+                name = arg.split("=", 1)[0]  # it leaves missing (--lable for --label)
+                if name.startswith("--") and not any(
+                        flag.startswith(name) for flag in self._option_string_actions):
+                    self._unrecognized([arg])
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self._unrecognized(extras)
+        return namespace, extras
+
+    def _unrecognized(self, extras: list[str]) -> None:
+        message = "unrecognized arguments: " + " ".join(extras)
+        flags = [arg.split("=", 1)[0] for arg in extras if arg.startswith("-")]
+        near = flags and difflib.get_close_matches(flags[0], self._option_string_actions, 1)
+        self.error(f"{message}; did you mean {near[0]}?" if near else message)
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            near = difflib.get_close_matches(str(value), [str(c) for c in action.choices], 1)
+            if not near:
+                raise
+            raise argparse.ArgumentError(action, f"{exc.message}; did you mean {near[0]!r}?"
+                                         ) from None
 
 
 def _count(text: str) -> int:
@@ -62,7 +98,7 @@ def _group(commands: "argparse._SubParsersAction", name: str, text: str,
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="plant-store", description=DESCRIPTION, epilog=EPILOG,
+    top = _Parser(prog="plant-store", description=DESCRIPTION, epilog=EPILOG,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -207,3 +207,39 @@ def test_a_reader_that_stops_early_ends_plants_list_quietly(tmp_path):
     assert listing.wait(timeout=30) == 1
     with listing.stderr:
         assert listing.stderr.read() == b""
+
+
+@pytest.mark.parametrize(("args", "usage", "says"), [
+    (("serve", "--prot", "9000"), "usage: plant-store serve ",
+     "plant-store serve: error: unrecognized arguments: --prot; did you mean --port?"),
+    (("serve", "--data_dir=x"), "usage: plant-store serve ", "did you mean --data-dir?"),
+    (("token", "add", "--lable", "a"), "usage: plant-store token add ",
+     "did you mean --label?"),
+    (("token", "list", "--port", "1"), "usage: plant-store token list ",
+     "plant-store token list: error: unrecognized arguments: --port"),
+    (("token", "ad"), "usage: plant-store token ", "did you mean 'add'?"),
+    (("db", "migrat"), "usage: plant-store db ", "did you mean 'migrate'?"),
+    (("db", "check", "--databse-url", "x"), "usage: plant-store db check ",
+     "did you mean --database-url?"),
+    (("plants", "list", "--limt", "3"), "usage: plant-store plants list ",
+     "did you mean --limit?"),
+    (("serv",), "usage: plant-store [", "did you mean 'serve'?"),
+])
+def test_a_mistyped_argument_shows_its_own_command_usage_and_a_suggestion(args, usage, says):
+    result = run(*args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(usage), result.stderr
+    assert says in result.stderr.splitlines()[-1]
+
+
+def test_an_unknown_flag_far_from_any_gets_no_suggestion():
+    result = run("token", "list", "--xyz")
+    assert result.stderr.splitlines()[-1] == (
+        "plant-store token list: error: unrecognized arguments: --xyz")
+
+
+def test_an_unknown_positional_argument_is_told_by_its_command():
+    result = run("token", "list", "extra")
+    assert result.stderr.startswith("usage: plant-store token list ")
+    assert result.stderr.splitlines()[-1] == (
+        "plant-store token list: error: unrecognized arguments: extra")

@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     flags = {s.name: getattr(args, s.name, None) for s in config.SETTINGS}
     try:
-        cfg = config.load(args.config or os.environ.get("PLANT_STORE_CONFIG"), os.environ, flags)
+        cfg = config.load(args.config or os.environ.get("PLANT_STORE_CONFIG"), os.environ, flags,
+                          only=args.reads)
         # A command prints its own result; the store's info lines would say it twice.
         level = cfg.log_level if args.command == "serve" else max(
             cfg.log_level, "warning", key=config.LOG_LEVELS.index)

@@ -1,8 +1,9 @@
 """The command line's grammar: each command with a description and only the settings it
 uses, each flag showing what its value is, its default and its environment variable.
 
-Settings still come from every source for every command (an INI file may hold them all);
-a command offers as flags only those it reads, so ``--help`` shows what matters to it.
+Settings come from every source for every command (an INI file may hold them all), but a
+command parses only those it reads (``args.reads``), so a value meant for another never
+fails it; it offers them as flags, so ``--help`` shows what matters to it.
 """
 
 import argparse
@@ -82,12 +83,16 @@ def _settings(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
 
 
 def _command(commands: "argparse._SubParsersAction", name: str, text: str,
-             settings: tuple[str, ...] | None = ()) -> argparse.ArgumentParser:
+             settings: tuple[str, ...] | None = (),
+             reads: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     """A command: ``text`` is its line in the parent's list and its own description;
-    ``settings`` None for a group of commands (which takes no settings itself)."""
+    ``settings`` None for a group of commands (which takes no settings itself). The command
+    reads ``settings`` and ``reads`` (not offered as flags: the store, only to refuse one
+    that is not the JSON-file store), and no others (``args.reads``)."""
     parser = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
     if settings is not None:
         _settings(parser, settings)
+        parser.set_defaults(reads=frozenset(settings + reads))
     return parser
 
 
@@ -126,18 +131,18 @@ def parser() -> argparse.ArgumentParser:
                                          "make a secret",
                    "webhooks_command")
     _command(hooks, "list", "show deliveries still owed and dead letters; changes nothing "
-                            "(JSON-file store)", ("data_dir",))
+                            "(JSON-file store)", ("data_dir",), ("store",))
     resend = _command(hooks, "retry", "put dead letters back in the outbox to be sent again "
-                                      "(JSON-file store)", ("data_dir", "fsync"))
+                                      "(JSON-file store)", ("data_dir", "fsync"), ("store",))
     resend.add_argument("ids", nargs="*", metavar="ID", help="delivery ids; none means all")
     _command(hooks, "secret", "print a new whsec_ secret for webhook_secret; reads no settings",
              None)
 
     _command(commands, "check", "read the JSON-file store and report its state; changes "
-                                "nothing, works beside a running server", ("data_dir",))
+                                "nothing, works beside a running server", ("data_dir",), ("store",))
     _command(commands, "compact", "rewrite the JSON-file store without its dead records "
                                   "(server stopped: a running one compacts by itself)",
-             ("data_dir", "fsync"))
+             ("data_dir", "fsync"), ("store",))
 
     export = _command(commands, "export", "write every plant as JSON Lines, one NewPlant a "
                                           "line, in creation order (a JSON-file store's server "

@@ -243,3 +243,39 @@ def test_an_unknown_positional_argument_is_told_by_its_command():
     assert result.stderr.startswith("usage: plant-store token list ")
     assert result.stderr.splitlines()[-1] == (
         "plant-store token list: error: unrecognized arguments: extra")
+
+
+@pytest.mark.parametrize("command", [
+    ("token", "list"), ("token", "add", "--label", "a"), ("check",), ("compact",),
+    ("plants", "list"), ("export", "--output", "out.jsonl"), ("webhooks", "list"),
+    ("db", "check"),
+])
+def test_a_setting_a_command_does_not_read_never_makes_it_fail(tmp_path, command):
+    data = tmp_path / "data"
+    with JsonFileStore(str(data)) as store:
+        store.create(Plant(1, "Fern"))
+    ini = tmp_path / "a.ini"
+    ini.write_text(f"[plant-store]\ndata_dir = {data}\nthreads = many\nlog_level = loud\n"
+                   "database_url = postgresql:///nowhere?host=/nonexistent\n")
+    env = {**os.environ, "PLANT_STORE_PORT": "80x", "PLANT_STORE_WEBHOOK_URLS": "ftp://x",
+           "PLANT_STORE_CONFIG": str(ini)}
+    result = subprocess.run([sys.executable, "-m", "plant_store", *command], env=env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    if command[0] == "db":  # it reads database_url, which names no server here
+        assert "cannot use database 'nowhere' on" in one_error_line(result)
+    else:
+        assert result.returncode == 0, result.stderr
+    for name in ("port", "threads", "log_level", "webhook_urls"):
+        assert f"setting {name}" not in result.stderr
+
+
+@pytest.mark.parametrize(("command", "env", "says"), [
+    (("compact",), {"PLANT_STORE_FSYNC": "maybe"},
+     "setting fsync='maybe' (from environment PLANT_STORE_FSYNC): must be true or false"),
+    (("check",), {"PLANT_STORE_STORE": "sqlite"}, "setting store='sqlite'"),
+    (("check",), {"PLANT_STORE_STORE": "postgresql"},
+     "'plant-store check' reads the JSON-file store only"),
+])
+def test_a_bad_setting_a_command_reads_fails_it_in_one_line(tmp_path, command, env, says):
+    result = run(*command, "--data-dir", str(tmp_path), env=env)
+    assert says in one_error_line(result)

@@ -279,3 +279,20 @@ def test_a_setting_a_command_does_not_read_never_makes_it_fail(tmp_path, command
 def test_a_bad_setting_a_command_reads_fails_it_in_one_line(tmp_path, command, env, says):
     result = run(*command, "--data-dir", str(tmp_path), env=env)
     assert says in one_error_line(result)
+
+
+def test_a_second_serve_on_a_held_data_directory_says_at_once_what_it_waits_for(tmp_path):
+    data = tmp_path / "data"
+    with Server(data) as first:
+        second = subprocess.Popen(
+            [sys.executable, "-m", "plant_store", "serve", "--port", "0", "--data-dir",
+             str(data), "--lock-timeout", "1.5"], stderr=subprocess.PIPE, text=True)
+        line = second.stderr.readline()
+        waiting = second.poll() is None  # the line came at the start of the wait
+        rest = second.communicate(timeout=30)[1]
+    assert waiting
+    assert line.rstrip().endswith(
+        f"WARNING [plant_store.stores.lock] {data} is in use by another plant-store process "
+        f"(PID {first.proc.pid}); waiting up to 1.5 s (lock_timeout) for it to let go")
+    assert rest == (f"plant-store: error: {data} is in use by another plant-store process "
+                    f"(PID {first.proc.pid}); stop it or choose another data directory\n")

@@ -7,6 +7,7 @@ fresh connections spread across their workers. One worker owns the store; the ot
 
 import collections
 import json
+import logging
 import os
 import signal
 import socket
@@ -19,13 +20,14 @@ import falcon
 import falcon.testing
 import pytest
 
+from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.request_id import RequestId
 from plant_store.stores import JsonFileStore, Plant, open_store
 from plant_store.stores.lock import StoreLocked
 from plant_store.tokens import TokenFile
 from receiver import SECRET, Receiver, verified
-from serverproc import free_port, http_request
+from serverproc import StoreHolder, free_port, http_request
 
 BIN = os.path.dirname(sys.executable)
 APP = "plant_store.wsgi:application"
@@ -286,25 +288,47 @@ def test_a_forked_child_makes_request_ids_of_its_own():
 
 
 @pytest.mark.parametrize("store", ["jsonfile", "memory"])
-def test_a_second_store_waits_for_the_first_to_let_go(tmp_path, store):
+def test_a_second_store_waits_for_the_first_to_let_go_and_says_so_at_once(tmp_path, store,
+                                                                           caplog):
     config = Config(store=store, data_dir=str(tmp_path), lock_timeout=5)
-    first = open_store(config)
-    closer = threading.Timer(0.5, first.close)
-    started = time.monotonic()
+    holder = StoreHolder(tmp_path, store)
+    closer = threading.Timer(0.5, holder.release)
+    started = time.time()
     closer.start()
-    with open_store(config):
-        elapsed = time.monotonic() - started
+    with caplog.at_level(logging.WARNING, "plant_store.stores.lock"), open_store(config):
+        elapsed = time.time() - started
     closer.join()
     assert 0.4 < elapsed < 4
+    [said] = caplog.records
+    assert said.getMessage() == (
+        f"{tmp_path} is in use by another plant-store process (PID {holder.pid}); waiting up "
+        "to 5 s (lock_timeout) for it to let go")
+    assert said.created - started < 0.3  # at the start of the wait, not its end
 
 
 @pytest.mark.parametrize("store", ["jsonfile", "memory"])
 def test_a_second_store_refuses_after_lock_timeout(tmp_path, store):
     config = Config(store=store, data_dir=str(tmp_path), lock_timeout=0.5)
-    with open_store(config):
+    with StoreHolder(tmp_path, store) as holder:
         for timeout, low, high in [(None, 0.4, 3), (0, 0, 0.3)]:
             started = time.monotonic()
-            with pytest.raises(StoreLocked, match=rf"\(PID {os.getpid()}\)"):
+            with pytest.raises(StoreLocked, match=rf"\(PID {holder.pid}\)"):
                 open_store(config, lock_timeout=timeout)
             assert low <= time.monotonic() - started < high
     open_store(config).close()  # released on close
+
+
+@pytest.mark.parametrize("store", ["jsonfile", "memory"])
+def test_a_second_store_in_the_same_process_is_refused_at_once(tmp_path, store):
+    config = Config(store=store, data_dir=str(tmp_path / "data"), lock_timeout=5)
+    says = (f"this process already has {tmp_path / 'data'} open: one store per data "
+            "directory per process; close it first, or share it (create_app(config, "
+            "store=...))")
+    with open_store(config):
+        for second in (lambda: open_store(config), lambda: create_app(config)):
+            started = time.monotonic()
+            with pytest.raises(StoreLocked) as refused:
+                second()
+            assert time.monotonic() - started < 0.5 and str(refused.value) == says
+    with open_store(config):  # closed, it is free again, in this process too
+        pass

@@ -20,6 +20,7 @@ from plant_store.lazy_app import LazyApp
 from plant_store.stores import JsonFileStore
 from plant_store.tokens import TokenFile
 from receiver import SECRET
+from serverproc import StoreHolder
 
 
 def test_wsgi_module_builds_the_app_from_the_environment(tmp_path):
@@ -73,24 +74,24 @@ def call(app, path="/ready"):
 def test_a_process_that_cannot_open_the_store_answers_503_until_it_can(tmp_path, caplog):
     config = Config(data_dir=str(tmp_path), lock_timeout=0.5)
     token = TokenFile(config.token_file).add("t")
-    owner = JsonFileStore(str(tmp_path))
+    owner = StoreHolder(tmp_path)
     app = webtest.TestApp(LazyApp(config),
                           extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
     started = time.monotonic()
     message = assert_error(app.post_json("/plants", {"id": 1, "name": "x"}, status=503), 503)
     assert time.monotonic() - started >= 0.4  # the first try waits for the owner
-    assert f"in use by another plant-store process (PID {os.getpid()})" in message
+    assert f"in use by another plant-store process (PID {owner.pid})" in message
     started = time.monotonic()
     assert_error(app.get("/ready", status=503), 503)  # within the second: not tried
     time.sleep(lazy_app.RETRY_INTERVAL)
     assert_error(app.get("/ready", status=503), 503)  # tried again, at once
     assert time.monotonic() - started < lazy_app.RETRY_INTERVAL + 0.3
-    owner.close()
+    owner.release()
     assert_error(app.get("/ready", status=503), 503)  # the next try is a second away
     time.sleep(lazy_app.RETRY_INTERVAL)
     assert app.post_json("/plants", {"id": 1, "name": "x"}).json == {"name": "x"}
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-    assert len(errors) == 1 and f"(PID {os.getpid()})" in errors[0]  # one line, not one a try
+    assert len(errors) == 1 and f"(PID {owner.pid})" in errors[0]  # one line, not one a try
 
 
 def test_health_answers_at_once_while_the_store_cannot_be_opened(tmp_path):

@@ -22,6 +22,7 @@ import pytest
 
 from plant_store.app import create_app
 from plant_store.config import Config
+from plant_store.lazy_app import UNAVAILABLE
 from plant_store.request_id import RequestId
 from plant_store.stores import JsonFileStore, Plant, open_store
 from plant_store.stores.lock import StoreLocked
@@ -160,13 +161,14 @@ def assert_one_owner(server, workers=4, threads=8, each=10, ids=(1, 2, 3, 4, 5))
     assert all(len(names) == 1 for names in acked.values()), dict(acked)
     unavailable = [a for a in answers if a[0] == 503]
     assert acked and unavailable, collections.Counter(a[0] for a in answers)
-    message = f"in use by another plant-store process (PID {owner})"
     for _, content_type, body in unavailable:
         assert content_type == "application/json"
-        assert set(body) == {"error", "message"} and body["error"] == 503
-        assert message in body["message"]
+        assert body == {"error": 503, "message": UNAVAILABLE}  # no path, no PID
     assert server.proc.poll() is None, "".join(server.output)
-    assert _refusals(server) == workers - 1, "".join(server.output)  # not one per request
+    refusals = [line for line in server.output if "answers 503 until it can open" in line]
+    assert len(refusals) == workers - 1, "".join(server.output)  # not one per request
+    assert all(f"{server.data_dir} is in use by another plant-store process (PID {owner})"
+               in line for line in refusals), refusals  # the log says who holds what
     server.stop()
     assert_holds_exactly(server.data_dir, {
         plant_id: Plant(plant_id, names.pop()) for plant_id, names in acked.items()})
@@ -182,6 +184,24 @@ def test_gunicorn_workers_never_share_the_store(tmp_path, preload):
         assert_one_owner(server)
 
 
+@pytest.mark.parametrize(("store", "says"), [
+    ("jsonfile", "the JSON-file store serves one process: the other workers would answer 503"),
+    ("memory", "the memory store keeps its plants in its process: each worker would have "
+               "plants of its own"),
+])
+def test_gunicorn_refuses_several_workers_on_a_store_that_serves_one(tmp_path, store, says):
+    result = subprocess.run(
+        [os.path.join(BIN, "gunicorn"), "-c", "python:plant_store.gunicorn_hooks", "-w", "4",
+         "-b", f"127.0.0.1:{free_port()}", APP], capture_output=True, text=True, timeout=30,
+        env={**os.environ, "PLANT_STORE_STORE": store, "PLANT_STORE_DATA_DIR": str(tmp_path),
+             "PLANT_STORE_PORT": "not read by the hook"})
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert [line for line in result.stderr.splitlines() if "plant-store" in line] == [
+        f"plant-store: error: store={store} with 4 gunicorn worker processes: {says}; use -w "
+        "1 with --threads, or store = postgresql"]
+    assert "Booting worker" not in result.stderr and not os.listdir(tmp_path)
+
+
 @pytest.mark.parametrize("mode", [
     ["--master", "--processes", "4"],
     ["--processes", "4"],
@@ -190,6 +210,10 @@ def test_gunicorn_workers_never_share_the_store(tmp_path, preload):
 def test_uwsgi_workers_never_share_the_store(tmp_path, mode):
     with uwsgi(tmp_path, *mode) as server:
         assert_one_owner(server)
+    said = [line for line in server.output if "4 uWSGI worker processes" in line]
+    assert said == ["plant-store: store=jsonfile with 4 uWSGI worker processes: the JSON-file "
+                    "store serves one process: the other workers would answer 503; use "
+                    "--processes 1 with --threads, or store = postgresql\n"]
 
 
 def test_gunicorn_preload_delivers_webhooks_from_the_worker(tmp_path):

@@ -7,7 +7,6 @@ unknown token label) ends with one line on stderr and exit status 2, not a trace
 
 import argparse
 import errno
-import logging
 import os
 import socket
 import sys
@@ -43,8 +42,6 @@ def main(argv: list[str] | None = None) -> int:
         level = cfg.log_level if args.command == "serve" else max(
             cfg.log_level, "warning", key=config.LOG_LEVELS.index)
         logs.configure(level, cfg.log_format)
-        if args.command != "serve":  # its warnings while connecting repeat the one error
-            logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         try:
             return _run(args, cfg)
         except DataDirError as exc:

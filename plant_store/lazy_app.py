@@ -43,7 +43,7 @@ def warn_under_uwsgi(config: Config) -> None:
         return
     problem = one_process_problem(config.store, uwsgi.numproc, "uWSGI", "--processes 1")
     if problem and uwsgi.worker_id() <= 1:
-        log.error("plant-store: %s", problem)
+        log.error("%s", problem)
 
 
 class LazyApp:

@@ -7,7 +7,6 @@ unknown token label) ends with one line on stderr and exit status 2, not a trace
 
 import argparse
 import errno
-import logging
 import os
 import socket
 import sys
@@ -37,13 +36,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     flags = {s.name: getattr(args, s.name, None) for s in config.SETTINGS}
     try:
-        cfg = config.load(args.config or os.environ.get("PLANT_STORE_CONFIG"), os.environ, flags)
+        cfg = config.load(args.config or os.environ.get("PLANT_STORE_CONFIG"), os.environ, flags,
+                          only=args.reads)
         # A command prints its own result; the store's info lines would say it twice.
         level = cfg.log_level if args.command == "serve" else max(
             cfg.log_level, "warning", key=config.LOG_LEVELS.index)
         logs.configure(level, cfg.log_format)
-        if args.command != "serve":  # its warnings while connecting repeat the one error
-            logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         try:
             return _run(args, cfg)
         except DataDirError as exc:

@@ -1,11 +1,14 @@
 """The command line's grammar: each command with a description and only the settings it
 uses, each flag showing what its value is, its default and its environment variable.
 
-Settings still come from every source for every command (an INI file may hold them all);
-a command offers as flags only those it reads, so ``--help`` shows what matters to it.
+Settings come from every source for every command (an INI file may hold them all), but a
+command parses only those it reads (``args.reads``), so a value meant for another never
+fails it; it offers them as flags, so ``--help`` shows what matters to it.
 """
 
 import argparse
+import difflib
+import itertools
 
 from plant_store import __version__, config
 
@@ -21,6 +24,40 @@ DATABASE = ("database_url", "database_timeout", "statement_timeout",
             "database_prepared_statements")
 STORE = ("store", "data_dir", *DATABASE)
 TOKENS = ("data_dir", "token_file")
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser whose mistakes are told by the command they were made in: an unknown
+    argument with that command's usage (argparse leaves them to the top, whose usage is no
+    help), and a mistyped flag or action with the nearest one it takes."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        if args is not None and self._subparsers is None:  # a command's own flags: a
+            for arg in itertools.takewhile(lambda a: a != "--", args):  # typo before what
+                name = arg.split("=", 1)[0]  # it leaves missing (--lable for --label)
+                if name.startswith("--") and not any(
+                        flag.startswith(name) for flag in self._option_string_actions):
+                    self._unrecognized([arg])
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self._unrecognized(extras)
+        return namespace, extras
+
+    def _unrecognized(self, extras: list[str]) -> None:
+        message = "unrecognized arguments: " + " ".join(extras)
+        flags = [arg.split("=", 1)[0] for arg in extras if arg.startswith("-")]
+        near = flags and difflib.get_close_matches(flags[0], self._option_string_actions, 1)
+        self.error(f"{message}; did you mean {near[0]}?" if near else message)
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            near = difflib.get_close_matches(str(value), [str(c) for c in action.choices], 1)
+            if not near:
+                raise
+            raise argparse.ArgumentError(action, f"{exc.message}; did you mean {near[0]!r}?"
+                                         ) from None
 
 
 def _count(text: str) -> int:
@@ -46,12 +83,16 @@ def _settings(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
 
 
 def _command(commands: "argparse._SubParsersAction", name: str, text: str,
-             settings: tuple[str, ...] | None = ()) -> argparse.ArgumentParser:
+             settings: tuple[str, ...] | None = (),
+             reads: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     """A command: ``text`` is its line in the parent's list and its own description;
-    ``settings`` None for a group of commands (which takes no settings itself)."""
+    ``settings`` None for a group of commands (which takes no settings itself). The command
+    reads ``settings`` and ``reads`` (not offered as flags: the store, only to refuse one
+    that is not the JSON-file store), and no others (``args.reads``)."""
     parser = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
     if settings is not None:
         _settings(parser, settings)
+        parser.set_defaults(reads=frozenset(settings + reads))
     return parser
 
 
@@ -62,7 +103,7 @@ def _group(commands: "argparse._SubParsersAction", name: str, text: str,
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="plant-store", description=DESCRIPTION, epilog=EPILOG,
+    top = _Parser(prog="plant-store", description=DESCRIPTION, epilog=EPILOG,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -90,18 +131,18 @@ def parser() -> argparse.ArgumentParser:
                                          "make a secret",
                    "webhooks_command")
     _command(hooks, "list", "show deliveries still owed and dead letters; changes nothing "
-                            "(JSON-file store)", ("data_dir",))
+                            "(JSON-file store)", ("data_dir",), ("store",))
     resend = _command(hooks, "retry", "put dead letters back in the outbox to be sent again "
-                                      "(JSON-file store)", ("data_dir", "fsync"))
+                                      "(JSON-file store)", ("data_dir", "fsync"), ("store",))
     resend.add_argument("ids", nargs="*", metavar="ID", help="delivery ids; none means all")
     _command(hooks, "secret", "print a new whsec_ secret for webhook_secret; reads no settings",
              None)
 
     _command(commands, "check", "read the JSON-file store and report its state; changes "
-                                "nothing, works beside a running server", ("data_dir",))
+                                "nothing, works beside a running server", ("data_dir",), ("store",))
     _command(commands, "compact", "rewrite the JSON-file store without its dead records "
                                   "(server stopped: a running one compacts by itself)",
-             ("data_dir", "fsync"))
+             ("data_dir", "fsync"), ("store",))
 
     export = _command(commands, "export", "write every plant as JSON Lines, one NewPlant a "
                                           "line, in creation order (a JSON-file store's server "

@@ -10,7 +10,7 @@ import binascii
 import configparser
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
@@ -345,11 +345,16 @@ class Config:
     origins: Mapping[str, str] = {}  # setting -> where its value came from; set by load()
     given: frozenset[str]  # the settings given a value, not left at their defaults
 
-    def __init__(self, **values: Any) -> None:
-        unknown = set(values) - set(BY_NAME)
+    def __init__(self, *, only: Collection[str] | None = None, **values: Any) -> None:
+        """``only``: the settings read (all when None); the others keep their defaults, and
+        a cross-check between two settings is made only when both are read."""
+        read = frozenset(BY_NAME if only is None else only)
+        unknown = (set(values) | read) - set(BY_NAME)
         if unknown:
             raise ConfigError(f"unknown setting {sorted(unknown)[0]!r}")
         self.given = frozenset(values)
+        if set(values) - read:
+            raise ConfigError(f"setting {sorted(set(values) - read)[0]!r} is not read here")
         for setting in SETTINGS:
             value = values.get(setting.name, setting.default)
             if isinstance(value, str):
@@ -357,12 +362,14 @@ class Config:
             setattr(self, setting.name, value)
         if not self.token_file:
             self.token_file = os.path.join(self.data_dir, "tokens.json")
-        if self.webhook_urls and not self.webhook_secret:
+        if self.webhook_urls and not self.webhook_secret and (
+                {"webhook_urls", "webhook_secret"} <= read):
             raise ConfigError("setting webhook_urls needs webhook_secret: deliveries are signed")
-        if self.page_size > self.max_page_size:
+        if self.page_size > self.max_page_size and {"page_size", "max_page_size"} <= read:
             raise ConfigError(f"setting page_size={self.page_size} is above "
                               f"max_page_size={self.max_page_size}: no page could be that long")
-        if self.store == "postgresql" and not self.database_url:
+        if self.store == "postgresql" and not self.database_url and (
+                {"store", "database_url"} <= read):
             raise ConfigError("setting store=postgresql needs database_url")
 
     def blame(self, name: str, problem: str) -> ConfigError:
@@ -394,18 +401,25 @@ def load(
     path: str | None = None,
     environ: Mapping[str, str] | None = None,
     flags: Mapping[str, str | None] | None = None,
+    only: Collection[str] | None = None,
 ) -> Config:
-    """Merge the INI file, the environment and the flags over the defaults."""
+    """Merge the INI file, the environment and the flags over the defaults. ``only``: the
+    settings the caller reads (all when None); what the sources say of the others is not
+    parsed, so a value meant for another command never fails this one (the INI file's
+    names are checked whole all the same: a misspelt one is a mistake wherever it is)."""
+    read = frozenset(BY_NAME if only is None else only)
     raw: dict[str, tuple[str, str]] = {}
     if path:
-        raw.update(_read_ini(path))
+        raw.update((name, value) for name, value in _read_ini(path).items() if name in read)
     for setting in SETTINGS:
+        if setting.name not in read:
+            continue
         if environ and setting.env in environ:
             raw[setting.name] = (environ[setting.env], f"environment {setting.env}")
         if flags and flags.get(setting.name) is not None:
             raw[setting.name] = (str(flags[setting.name]), f"flag {setting.flag}")
     values = {name: _parse(BY_NAME[name], text, source) for name, (text, source) in raw.items()}
-    config = Config(**values)
+    config = Config(only=read, **values)
     config.origins = {name: source for name, (_, source) in raw.items()}
     return config
 

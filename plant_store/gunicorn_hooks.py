@@ -35,8 +35,9 @@ import threading
 from gunicorn import glogging
 from prometheus_client import multiprocess
 
+from plant_store import config as _config  # 'config' is one of gunicorn's settings
 from plant_store import logs, metrics_archive
-from plant_store.config import load as _load  # "config" is a gunicorn setting
+from plant_store.stores import one_process_problem
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -67,16 +68,22 @@ class _Logger(glogging.Logger):
 
     def setup(self, cfg: object) -> None:
         super().setup(cfg)
-        settings = _load(os.environ.get("PLANT_STORE_CONFIG"), os.environ)
+        try:
+            log_format = _config.load(os.environ.get("PLANT_STORE_CONFIG"), os.environ,
+                                      only={"log_format"}).log_format
+        except _config.ConfigError:
+            return  # gunicorn's format; plant_store.wsgi's import says what is wrong
         for handler in self.error_log.handlers:
-            handler.setFormatter(logs.formatter(settings.log_format))
+            handler.setFormatter(logs.formatter(log_format))
 
 
 logger_class = f"{__name__}._Logger"
 
 
-def on_starting(server: object) -> None:
-    """Refuse to start, in one line, with a directory the workers could not write."""
+def on_starting(server) -> None:
+    """Refuse to start, in one line, with a store that serves one process and more than one
+    worker, or a directory the workers could not write."""
+    _refuse_workers_that_cannot_share(server.cfg.workers)
     directory = os.environ[ENV]
     try:
         os.makedirs(directory, exist_ok=True)
@@ -90,6 +97,19 @@ def on_starting(server: object) -> None:
     if free < MIN_FREE:
         raise SystemExit(f"plant-store: error: {ENV}={directory}: {free >> 20} MiB free; the "
                          f"workers' metrics need at least {MIN_FREE >> 20} MiB")
+
+
+def _refuse_workers_that_cannot_share(workers: int) -> None:
+    """The store as plant_store.wsgi will read it (that setting only: the app's import
+    reports the others)."""
+    try:
+        store = _config.load(os.environ.get("PLANT_STORE_CONFIG"), os.environ,
+                            only={"store"}).store
+    except _config.ConfigError as exc:
+        raise SystemExit(f"plant-store: error: {exc}") from None
+    problem = one_process_problem(store, workers, "gunicorn", "-w 1")
+    if problem:
+        raise SystemExit(f"plant-store: error: {problem}")
 
 
 def on_exit(server: object) -> None:

@@ -6,7 +6,13 @@ worker (its lock, its descriptors and its index, each worker then acknowledging 
 others contradict), and the webhook thread would stay behind in the master. So the store is
 opened, the webhook worker started and the app built at a process's first request. A
 process that cannot open the store (another one owns the data directory) answers 503, which
-acknowledges nothing, and tries again at most once a second.
+acknowledges nothing, and tries again at most once a second. Why goes to the log (once),
+never to clients: it names the data directory, and the owner's PID, or the database.
+
+The JSON-file and memory stores serve one process: a pre-fork server with more workers
+would have all but one answer 503 (or, for memory, each keep plants of its own), so
+gunicorn refuses to start with them (:mod:`plant_store.gunicorn_hooks`) and uWSGI logs it
+(:func:`warn_under_uwsgi`).
 """
 
 import atexit
@@ -21,13 +27,23 @@ from plant_store import errors, metrics, webhooks
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.operational import HEALTHY
-from plant_store.stores import Store, StoreError, open_store
-from plant_store.stores.lock import StoreLocked
+from plant_store.stores import Store, StoreError, one_process_problem, open_store
 from plant_store.tokens import TokenError, TokenFile
 
 log = logging.getLogger(__name__)
 
 RETRY_INTERVAL = 1.0  # seconds between tries to open the store after one failed
+UNAVAILABLE = "This server process cannot serve the store; see the server's log."
+def warn_under_uwsgi(config: Config) -> None:
+    """Under uWSGI with several processes on a one-process store, one error line at start
+    (in the master, or the first worker with --lazy-apps); nothing elsewhere."""
+    try:
+        import uwsgi  # type: ignore[import-not-found]  # only inside uWSGI
+    except ImportError:
+        return
+    problem = one_process_problem(config.store, uwsgi.numproc, "uWSGI", "--processes 1")
+    if problem and uwsgi.worker_id() <= 1:
+        log.error("%s", problem)
 
 
 class LazyApp:
@@ -48,7 +64,6 @@ class LazyApp:
         self._building = threading.Lock()
         self._built: tuple[int | None, Callable | None] = (None, None)  # (PID, app)
         self._failed: tuple[int | None, float, str] = (None, 0.0, "")  # (PID, retry at, why)
-        self._told = ""  # what the 503 says of why
         self._health = {"/health", config.url_prefix + "/health"}  # as the app serves it
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
@@ -80,7 +95,6 @@ class LazyApp:
                     log.error("plant-store process %d answers 503 until it can open the "
                               "store: %s", pid, exc)
                 self._failed = (pid, time.monotonic() + RETRY_INTERVAL, str(exc))
-                self._told = str(exc) if isinstance(exc, StoreLocked) else "see its log"
                 return None
             self._built = (pid, app)
             return app
@@ -104,9 +118,9 @@ class LazyApp:
         return app
 
     def _unavailable(self, start_response: Callable) -> list[bytes]:
-        # Only the lock's owner is told to clients: the database's name and host are not.
-        message = f"The store is unavailable in this server process: {self._told}."
-        body = errors.document(503, message)
+        # Why is in the log only: the data directory, the owner's PID, the database are the
+        # operator's to know, not every client's.
+        body = errors.document(503, UNAVAILABLE)
         start_response("503 Service Unavailable", [
             ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
             ("Retry-After", f"{RETRY_INTERVAL:g}")])

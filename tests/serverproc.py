@@ -218,3 +218,29 @@ class Server:
 
     def __exit__(self, *exc_info):
         self.stop()
+
+
+class StoreHolder:
+    """Another process that holds ``data_dir``'s store (its lock) until ``release()``."""
+
+    def __init__(self, data_dir, store="jsonfile"):
+        code = ("import sys\nfrom plant_store.config import Config\n"
+                "from plant_store.stores import open_store\n"
+                f"store = open_store(Config(store={store!r}, data_dir=sys.argv[1]))\n"
+                "print('held', flush=True)\nsys.stdin.read()\nstore.close()\n")
+        self.proc = subprocess.Popen([sys.executable, "-c", code, str(data_dir)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline() == "held\n"
+        self.pid = self.proc.pid
+
+    def release(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(15)
+        self.proc.stdout.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.release()

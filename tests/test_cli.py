@@ -207,3 +207,92 @@ def test_a_reader_that_stops_early_ends_plants_list_quietly(tmp_path):
     assert listing.wait(timeout=30) == 1
     with listing.stderr:
         assert listing.stderr.read() == b""
+
+
+@pytest.mark.parametrize(("args", "usage", "says"), [
+    (("serve", "--prot", "9000"), "usage: plant-store serve ",
+     "plant-store serve: error: unrecognized arguments: --prot; did you mean --port?"),
+    (("serve", "--data_dir=x"), "usage: plant-store serve ", "did you mean --data-dir?"),
+    (("token", "add", "--lable", "a"), "usage: plant-store token add ",
+     "did you mean --label?"),
+    (("token", "list", "--port", "1"), "usage: plant-store token list ",
+     "plant-store token list: error: unrecognized arguments: --port"),
+    (("token", "ad"), "usage: plant-store token ", "did you mean 'add'?"),
+    (("db", "migrat"), "usage: plant-store db ", "did you mean 'migrate'?"),
+    (("db", "check", "--databse-url", "x"), "usage: plant-store db check ",
+     "did you mean --database-url?"),
+    (("plants", "list", "--limt", "3"), "usage: plant-store plants list ",
+     "did you mean --limit?"),
+    (("serv",), "usage: plant-store [", "did you mean 'serve'?"),
+])
+def test_a_mistyped_argument_shows_its_own_command_usage_and_a_suggestion(args, usage, says):
+    result = run(*args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(usage), result.stderr
+    assert says in result.stderr.splitlines()[-1]
+
+
+def test_an_unknown_flag_far_from_any_gets_no_suggestion():
+    result = run("token", "list", "--xyz")
+    assert result.stderr.splitlines()[-1] == (
+        "plant-store token list: error: unrecognized arguments: --xyz")
+
+
+def test_an_unknown_positional_argument_is_told_by_its_command():
+    result = run("token", "list", "extra")
+    assert result.stderr.startswith("usage: plant-store token list ")
+    assert result.stderr.splitlines()[-1] == (
+        "plant-store token list: error: unrecognized arguments: extra")
+
+
+@pytest.mark.parametrize("command", [
+    ("token", "list"), ("token", "add", "--label", "a"), ("check",), ("compact",),
+    ("plants", "list"), ("export", "--output", "out.jsonl"), ("webhooks", "list"),
+    ("db", "check"),
+])
+def test_a_setting_a_command_does_not_read_never_makes_it_fail(tmp_path, command):
+    data = tmp_path / "data"
+    with JsonFileStore(str(data)) as store:
+        store.create(Plant(1, "Fern"))
+    ini = tmp_path / "a.ini"
+    ini.write_text(f"[plant-store]\ndata_dir = {data}\nthreads = many\nlog_level = loud\n"
+                   "database_url = postgresql:///nowhere?host=/nonexistent\n")
+    env = {**os.environ, "PLANT_STORE_PORT": "80x", "PLANT_STORE_WEBHOOK_URLS": "ftp://x",
+           "PLANT_STORE_CONFIG": str(ini)}
+    result = subprocess.run([sys.executable, "-m", "plant_store", *command], env=env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    if command[0] == "db":  # it reads database_url, which names no server here
+        assert "cannot use database 'nowhere' on" in one_error_line(result)
+    else:
+        assert result.returncode == 0, result.stderr
+    for name in ("port", "threads", "log_level", "webhook_urls"):
+        assert f"setting {name}" not in result.stderr
+
+
+@pytest.mark.parametrize(("command", "env", "says"), [
+    (("compact",), {"PLANT_STORE_FSYNC": "maybe"},
+     "setting fsync='maybe' (from environment PLANT_STORE_FSYNC): must be true or false"),
+    (("check",), {"PLANT_STORE_STORE": "sqlite"}, "setting store='sqlite'"),
+    (("check",), {"PLANT_STORE_STORE": "postgresql"},
+     "'plant-store check' reads the JSON-file store only"),
+])
+def test_a_bad_setting_a_command_reads_fails_it_in_one_line(tmp_path, command, env, says):
+    result = run(*command, "--data-dir", str(tmp_path), env=env)
+    assert says in one_error_line(result)
+
+
+def test_a_second_serve_on_a_held_data_directory_says_at_once_what_it_waits_for(tmp_path):
+    data = tmp_path / "data"
+    with Server(data) as first:
+        second = subprocess.Popen(
+            [sys.executable, "-m", "plant_store", "serve", "--port", "0", "--data-dir",
+             str(data), "--lock-timeout", "1.5"], stderr=subprocess.PIPE, text=True)
+        line = second.stderr.readline()
+        waiting = second.poll() is None  # the line came at the start of the wait
+        rest = second.communicate(timeout=30)[1]
+    assert waiting
+    assert line.rstrip().endswith(
+        f"WARNING [plant_store.stores.lock] {data} is in use by another plant-store process "
+        f"(PID {first.proc.pid}); waiting up to 1.5 s (lock_timeout) for it to let go")
+    assert rest == (f"plant-store: error: {data} is in use by another plant-store process "
+                    f"(PID {first.proc.pid}); stop it or choose another data directory\n")

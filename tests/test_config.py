@@ -148,3 +148,33 @@ def test_an_ini_file_saved_with_a_byte_order_mark_is_read(tmp_path):
     ini = tmp_path / "a.ini"
     ini.write_bytes(b"\xef\xbb\xbf[plant-store]\nport = 9001\n")
     assert load(str(ini)).port == 9001
+
+
+def test_only_the_settings_read_are_parsed_the_others_keep_their_defaults(tmp_path):
+    ini = tmp_path / "a.ini"
+    ini.write_text("[plant-store]\nthreads = many\ndata_dir = from-ini\n")
+    env = {"PLANT_STORE_PORT": "80x", "PLANT_STORE_STORE": "postgresql",
+           "PLANT_STORE_PAGE_SIZE": "5000"}
+    config = load(str(ini), env, {"host": "not read"}, only={"data_dir", "store"})
+    assert (config.data_dir, config.store) == ("from-ini", "postgresql")  # no database_url
+    assert (config.port, config.threads, config.host, config.page_size) == (
+        8080, 16, "127.0.0.1", 100)
+    assert config.origins == {"data_dir": str(ini), "store": "environment PLANT_STORE_STORE"}
+
+
+def test_a_bad_value_of_a_setting_read_still_fails_naming_it(tmp_path):
+    ini = tmp_path / "a.ini"
+    ini.write_text("[plant-store]\nfsync = maybe\n")
+    with pytest.raises(ConfigError, match=f"setting fsync='maybe' \\(from {ini}\\)"):
+        load(str(ini), {}, only={"data_dir", "fsync"})
+    with pytest.raises(ConfigError, match="setting port='80x' \\(from environment"):
+        load(None, {"PLANT_STORE_PORT": "80x"}, only={"port"})
+    with pytest.raises(ConfigError, match="page_size=2000 is above max_page_size=1000"):
+        load(None, {"PLANT_STORE_PAGE_SIZE": "2000"}, only={"page_size", "max_page_size"})
+
+
+def test_an_ini_file_is_still_checked_whole_for_unknown_names(tmp_path):
+    ini = tmp_path / "a.ini"
+    ini.write_text("[plant-store]\nprot = 80\n")
+    with pytest.raises(ConfigError, match="unknown setting 'prot'"):
+        load(str(ini), only={"data_dir"})

@@ -7,6 +7,7 @@ fresh connections spread across their workers. One worker owns the store; the ot
 
 import collections
 import json
+import logging
 import os
 import signal
 import socket
@@ -19,13 +20,15 @@ import falcon
 import falcon.testing
 import pytest
 
+from plant_store.app import create_app
 from plant_store.config import Config
+from plant_store.lazy_app import UNAVAILABLE
 from plant_store.request_id import RequestId
 from plant_store.stores import JsonFileStore, Plant, open_store
 from plant_store.stores.lock import StoreLocked
 from plant_store.tokens import TokenFile
 from receiver import SECRET, Receiver, verified
-from serverproc import free_port, http_request
+from serverproc import StoreHolder, free_port, http_request
 
 BIN = os.path.dirname(sys.executable)
 APP = "plant_store.wsgi:application"
@@ -159,13 +162,14 @@ def assert_one_owner(server, workers=4, threads=8, each=10, ids=(1, 2, 3, 4, 5))
     assert all(len(names) == 1 for names in acked.values()), dict(acked)
     unavailable = [a for a in answers if a[0] == 503]
     assert acked and unavailable, collections.Counter(a[0] for a in answers)
-    message = f"in use by another plant-store process (PID {owner})"
     for _, content_type, body in unavailable:
         assert content_type == "application/json"
-        assert set(body) == {"error", "message"} and body["error"] == 503
-        assert message in body["message"]
+        assert body == {"error": 503, "message": UNAVAILABLE}  # no path, no PID
     assert server.proc.poll() is None, "".join(server.output)
-    assert _refusals(server) == workers - 1, "".join(server.output)  # not one per request
+    refusals = [line for line in server.output if "answers 503 until it can open" in line]
+    assert len(refusals) == workers - 1, "".join(server.output)  # not one per request
+    assert all(f"{server.data_dir} is in use by another plant-store process (PID {owner})"
+               in line for line in refusals), refusals  # the log says who holds what
     server.stop()
     assert_holds_exactly(server.data_dir, {
         plant_id: Plant(plant_id, names.pop()) for plant_id, names in acked.items()})
@@ -181,6 +185,24 @@ def test_gunicorn_workers_never_share_the_store(tmp_path, preload):
         assert_one_owner(server)
 
 
+@pytest.mark.parametrize(("store", "says"), [
+    ("jsonfile", "the JSON-file store serves one process: the other workers would answer 503"),
+    ("memory", "the memory store keeps its plants in its process: each worker would have "
+               "plants of its own"),
+])
+def test_gunicorn_refuses_several_workers_on_a_store_that_serves_one(tmp_path, store, says):
+    result = subprocess.run(
+        [os.path.join(BIN, "gunicorn"), "-c", "python:plant_store.gunicorn_hooks", "-w", "4",
+         "-b", f"127.0.0.1:{free_port()}", APP], capture_output=True, text=True, timeout=30,
+        env={**os.environ, "PLANT_STORE_STORE": store, "PLANT_STORE_DATA_DIR": str(tmp_path),
+             "PLANT_STORE_PORT": "not read by the hook"})
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert [line for line in result.stderr.splitlines() if "plant-store" in line] == [
+        f"plant-store: error: store={store} with 4 gunicorn worker processes: {says}; use -w "
+        "1 with --threads, or store = postgresql"]
+    assert "Booting worker" not in result.stderr and not os.listdir(tmp_path)
+
+
 @pytest.mark.parametrize("mode", [
     ["--master", "--processes", "4"],
     ["--processes", "4"],
@@ -189,6 +211,12 @@ def test_gunicorn_workers_never_share_the_store(tmp_path, preload):
 def test_uwsgi_workers_never_share_the_store(tmp_path, mode):
     with uwsgi(tmp_path, *mode) as server:
         assert_one_owner(server)
+    said = [line.split(" ", 2)[2] for line in server.output
+            if "4 uWSGI worker processes" in line]  # once, in the service's log format
+    assert said == ["ERROR [plant_store.lazy_app] store=jsonfile with 4 uWSGI worker "
+                    "processes: the JSON-file store serves one process: the other workers "
+                    "would answer 503; use --processes 1 with --threads, or store = "
+                    "postgresql\n"]
 
 
 def test_gunicorn_preload_delivers_webhooks_from_the_worker(tmp_path):
@@ -287,25 +315,47 @@ def test_a_forked_child_makes_request_ids_of_its_own():
 
 
 @pytest.mark.parametrize("store", ["jsonfile", "memory"])
-def test_a_second_store_waits_for_the_first_to_let_go(tmp_path, store):
+def test_a_second_store_waits_for_the_first_to_let_go_and_says_so_at_once(tmp_path, store,
+                                                                           caplog):
     config = Config(store=store, data_dir=str(tmp_path), lock_timeout=5)
-    first = open_store(config)
-    closer = threading.Timer(0.5, first.close)
-    started = time.monotonic()
+    holder = StoreHolder(tmp_path, store)
+    closer = threading.Timer(0.5, holder.release)
+    started = time.time()
     closer.start()
-    with open_store(config):
-        elapsed = time.monotonic() - started
+    with caplog.at_level(logging.WARNING, "plant_store.stores.lock"), open_store(config):
+        elapsed = time.time() - started
     closer.join()
     assert 0.4 < elapsed < 4
+    [said] = caplog.records
+    assert said.getMessage() == (
+        f"{tmp_path} is in use by another plant-store process (PID {holder.pid}); waiting up "
+        "to 5 s (lock_timeout) for it to let go")
+    assert said.created - started < 0.3  # at the start of the wait, not its end
 
 
 @pytest.mark.parametrize("store", ["jsonfile", "memory"])
 def test_a_second_store_refuses_after_lock_timeout(tmp_path, store):
     config = Config(store=store, data_dir=str(tmp_path), lock_timeout=0.5)
-    with open_store(config):
+    with StoreHolder(tmp_path, store) as holder:
         for timeout, low, high in [(None, 0.4, 3), (0, 0, 0.3)]:
             started = time.monotonic()
-            with pytest.raises(StoreLocked, match=rf"\(PID {os.getpid()}\)"):
+            with pytest.raises(StoreLocked, match=rf"\(PID {holder.pid}\)"):
                 open_store(config, lock_timeout=timeout)
             assert low <= time.monotonic() - started < high
     open_store(config).close()  # released on close
+
+
+@pytest.mark.parametrize("store", ["jsonfile", "memory"])
+def test_a_second_store_in_the_same_process_is_refused_at_once(tmp_path, store):
+    config = Config(store=store, data_dir=str(tmp_path / "data"), lock_timeout=5)
+    says = (f"this process already has {tmp_path / 'data'} open: one store per data "
+            "directory per process; close it first, or share it (create_app(config, "
+            "store=...))")
+    with open_store(config):
+        for second in (lambda: open_store(config), lambda: create_app(config)):
+            started = time.monotonic()
+            with pytest.raises(StoreLocked) as refused:
+                second()
+            assert time.monotonic() - started < 0.5 and str(refused.value) == says
+    with open_store(config):  # closed, it is free again, in this process too
+        pass

@@ -174,9 +174,13 @@ def test_recycling_gunicorn_workers_drop_no_connection_and_keep_probes_fast(tmp_
     from serverproc import http_request
 
     # Two workers, so that one serves while the other is replaced (with one, a recycle
-    # leaves a gap of the new worker's start, as with gunicorn's own workers).
-    with gunicorn_server(tmp_path, "-w", "2", "--threads", "4", "--max-requests", "10",
-                         "--keep-alive", "5") as server:
+    # leaves a gap of the new worker's start, as with gunicorn's own workers). Without the
+    # hooks, which refuse two workers on the JSON-file store, but with their worker class.
+    gunicorn = os.path.join(os.path.dirname(sys.executable), "gunicorn")
+    with WsgiServer([gunicorn, "-b", "127.0.0.1:{port}", "-k",
+                     "plant_store.gunicorn_probes.ProbeLaneWorker", "-w", "2", "--threads", "4",
+                     "--max-requests", "10", "--keep-alive", "5",
+                     "plant_store.wsgi:application"], tmp_path / "data") as server:
         failures, probes = [], []
         stop = threading.Event()
 

@@ -2,6 +2,7 @@
 built in the process that serves it."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -16,10 +17,11 @@ import webtest
 from conftest import assert_error
 from plant_store import lazy_app
 from plant_store.config import Config
-from plant_store.lazy_app import LazyApp
+from plant_store.lazy_app import UNAVAILABLE, LazyApp
 from plant_store.stores import JsonFileStore
 from plant_store.tokens import TokenFile
 from receiver import SECRET
+from serverproc import StoreHolder
 
 
 def test_wsgi_module_builds_the_app_from_the_environment(tmp_path):
@@ -73,24 +75,25 @@ def call(app, path="/ready"):
 def test_a_process_that_cannot_open_the_store_answers_503_until_it_can(tmp_path, caplog):
     config = Config(data_dir=str(tmp_path), lock_timeout=0.5)
     token = TokenFile(config.token_file).add("t")
-    owner = JsonFileStore(str(tmp_path))
+    owner = StoreHolder(tmp_path)
     app = webtest.TestApp(LazyApp(config),
                           extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
     started = time.monotonic()
     message = assert_error(app.post_json("/plants", {"id": 1, "name": "x"}, status=503), 503)
     assert time.monotonic() - started >= 0.4  # the first try waits for the owner
-    assert f"in use by another plant-store process (PID {os.getpid()})" in message
+    assert message == UNAVAILABLE  # no path, no PID: those are for the log
     started = time.monotonic()
     assert_error(app.get("/ready", status=503), 503)  # within the second: not tried
     time.sleep(lazy_app.RETRY_INTERVAL)
     assert_error(app.get("/ready", status=503), 503)  # tried again, at once
     assert time.monotonic() - started < lazy_app.RETRY_INTERVAL + 0.3
-    owner.close()
+    owner.release()
     assert_error(app.get("/ready", status=503), 503)  # the next try is a second away
     time.sleep(lazy_app.RETRY_INTERVAL)
     assert app.post_json("/plants", {"id": 1, "name": "x"}).json == {"name": "x"}
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-    assert len(errors) == 1 and f"(PID {os.getpid()})" in errors[0]  # one line, not one a try
+    assert len(errors) == 1  # one line, not one a try; it names the directory and owner
+    assert f"{tmp_path} is in use by another plant-store process (PID {owner.pid})" in errors[0]
 
 
 def test_health_answers_at_once_while_the_store_cannot_be_opened(tmp_path):
@@ -104,8 +107,7 @@ def test_health_answers_at_once_while_the_store_cannot_be_opened(tmp_path):
         status, body = call(LazyApp(Config(store="postgresql", lock_timeout=0,
                                            database_url="postgresql://u@/db?host=/nonexistent",
                                            database_timeout=0.2)), "/plants")
-    assert status == 503 and body["message"] == (
-        "The store is unavailable in this server process: see its log.")  # not the database
+    assert status == 503 and body["message"] == UNAVAILABLE  # not the database
 
 
 def test_concurrent_first_requests_build_the_app_once(tmp_path):
@@ -137,12 +139,17 @@ def test_a_forked_copy_of_a_built_app_builds_its_own(tmp_path):
     pid = os.fork()
     if pid == 0:
         try:
-            os.write(write, json.dumps(call(app)).encode())
+            logged = []
+            handler = logging.Handler()
+            handler.emit = lambda record: logged.append(record.getMessage())
+            logging.getLogger("plant_store.lazy_app").addHandler(handler)
+            os.write(write, json.dumps([*call(app), logged]).encode())
         finally:
             os._exit(0)
     os.close(write)
     os.waitpid(pid, 0)
     with os.fdopen(read) as pipe:
-        status, body = json.load(pipe)
-    assert status == 503 and f"(PID {os.getpid()})" in body["message"]
+        status, body, logged = json.load(pipe)
+    assert status == 503 and body["message"] == UNAVAILABLE
+    assert len(logged) == 1 and f"(PID {os.getpid()})" in logged[0]
     assert call(app) == (200, {"status": "ready"})

@@ -21,8 +21,24 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreUnavailable",
+    "one_process_problem",
     "open_store",
 ]
+
+ONE_PROCESS = {  # a store that serves one process: what more worker processes would do
+    "jsonfile": "the JSON-file store serves one process: the other workers would answer 503",
+    "memory": "the memory store keeps its plants in its process: each worker would have "
+              "plants of its own",
+}
+
+
+def one_process_problem(store: str, workers: int, server: str, one: str) -> str | None:
+    """What is wrong with ``workers`` processes of ``server`` on ``store``, if anything;
+    ``one``: the server's options for one process."""
+    if workers <= 1 or store not in ONE_PROCESS:
+        return None
+    return (f"store={store} with {workers} {server} worker processes: {ONE_PROCESS[store]}; "
+            f"use {one} with --threads, or store = postgresql")
 
 
 def open_store(config: Config, *, lock_timeout: float | None = None) -> Store:

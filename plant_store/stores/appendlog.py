@@ -32,6 +32,7 @@ from typing import Protocol
 
 from plant_store.durable import fsync_dir
 from plant_store.logs import Throttle
+from plant_store.stores import lock
 from plant_store.stores.base import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -263,9 +264,10 @@ class AppendLog:
             self.broken = self.broken or f"{self.path} is closed"
 
     def _close_descriptors(self) -> None:
-        for fd in (self.fd, self._lock_fd):
-            if fd >= 0:
-                os.close(fd)
+        if self.fd >= 0:
+            os.close(self.fd)
+        if self._lock_fd >= 0:
+            lock.release(self._lock_fd)
         self.fd = self._lock_fd = -1
 
 

@@ -58,7 +58,7 @@ class JsonFileStore(Store):
         try:
             fd, state = self._open_journal()
         except BaseException:
-            os.close(lock_fd)
+            lock.release(lock_fd)
             raise
         self._log = AppendLog(self.path, fd, self, fsync=fsync, lock_fd=lock_fd,
                               on_sync=lambda seconds: self.observer.wrote(seconds))

@@ -11,7 +11,6 @@ full collection walk a million objects.
 """
 
 import itertools
-import os
 import threading
 from collections.abc import Sequence
 
@@ -88,5 +87,5 @@ class MemoryStore(Store):
     def close(self) -> None:
         with self._lock:
             if self._lock_fd >= 0:
-                os.close(self._lock_fd)
+                lock.release(self._lock_fd)
                 self._lock_fd = -1

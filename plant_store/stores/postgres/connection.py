@@ -1,7 +1,7 @@
 """Reaching the database, and saying which one without ever showing its password."""
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from plant_store.stores.base import StoreError
 
@@ -19,11 +19,38 @@ def check_url(url: str) -> None:
 
 
 def describe(url: str) -> str:
-    """The database a URL names, without its password, for messages and logs."""
+    """The database a URL names, without its password, for messages and logs: on the Unix
+    socket in a directory, or on host:port (each host of a list, "or" between them)."""
     params = conninfo_to_dict(url)
-    host = params.get("host", "localhost")
-    where = "the Unix socket in " + host if host.startswith("/") else host
+    host, port = str(params.get("host") or ""), str(params.get("port") or "")
+    if not host or not port:
+        default_host, default_port = _defaults(params)
+        host, port = host or default_host, port or default_port
+    hosts = host.split(",")
+    ports = port.split(",") if "," in port else [port] * len(hosts)
+    where = " or ".join(_where(h, p) for h, p in zip(hosts, ports, strict=False))
     return f"database {params.get('dbname', '(default)')!r} on {where}"
+
+
+def _where(host: str, port: str) -> str:
+    if not host or host.startswith(("/", "@")):
+        return f"the Unix socket in {host}" if host else "the default Unix socket"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _defaults(params: dict) -> tuple[str, str]:
+    """The host and port libpq takes where ``params`` name none (PGHOST and PGPORT, a
+    service file, else the socket directory it was built with: Debian's is
+    /var/run/postgresql), found without connecting: an invalid sslmode stops libpq once it
+    has settled them, before it connects."""
+    attempt = psycopg.pq.PGconn.connect_start(
+        make_conninfo("", **{**params, "sslmode": "none-so-never-connect"}).encode())
+    try:
+        return (attempt.host or b"").decode(), (attempt.port or b"5432").decode()
+    except psycopg.Error:
+        return "", "5432"
+    finally:
+        attempt.finish()
 
 
 def reason(exc: BaseException) -> str:

@@ -48,6 +48,7 @@ from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
+from plant_store.logs import Throttle
 from plant_store.stores.base import Plant, Store, StoreError, StoreUnavailable, replay
 from plant_store.stores.outbox import Delivery, deliveries_for
 from plant_store.stores.postgres import notices, schema
@@ -74,6 +75,7 @@ SETTLED_BY_RETRY = frozenset({"create", "delete", "get", "page", "count", "due",
 RECONNECT_EVERY = 1.0  # seconds: the most the pool waits between attempts to reconnect
 FORGET_EVERY = 1024  # deletes between clean-ups of old delete tokens
 BUSY_AFTER = 0.5  # seconds a request may wait for a connection before /ready says busy
+UNREACHABLE_EVERY = 10.0  # seconds: the most often failures to connect are logged (Throttle)
 
 
 class _NotDone(Exception):
@@ -100,13 +102,38 @@ class _Reconnect(AttemptWithBackoff):
 class _Pool(ConnectionPool):
     """A pool that reconnects at least every RECONNECT_EVERY seconds (``reconnect_timeout``
     is when psycopg_pool gives up, not a cap: after it, requests already waiting for a
-    connection would wait out their deadlines). Relies on psycopg_pool's
-    ``_add_connection`` and ``AttemptWithBackoff``, hence its bounded version."""
+    connection would wait out their deadlines), and tells ``on_failure`` of each connection
+    it could not make. Relies on psycopg_pool's ``_add_connection``, ``_connect`` and
+    ``AttemptWithBackoff``, hence its bounded version."""
+
+    def __init__(self, *args: Any, on_failure: Callable[[psycopg.Error], None],
+                 **kwargs: Any) -> None:
+        self._on_failure = on_failure
+        super().__init__(*args, **kwargs)
 
     def _add_connection(self, attempt: AttemptWithBackoff | None,
                         growing: bool = False) -> None:
         super()._add_connection(attempt or _Reconnect(timeout=self.reconnect_timeout),
                                 growing)
+
+    def _connect(self, timeout: float | None = None) -> psycopg.Connection:
+        try:
+            return super()._connect(timeout)
+        except psycopg.Error as exc:
+            self._on_failure(exc)
+            raise
+
+
+class _Quiet(logging.Filter):
+    """psycopg_pool's warnings (each failed connection, in lines of libpq's, several a
+    second while the database is away; each connection it discards) are not printed: the
+    store says what they mean in lines of its own, throttled."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.WARNING
+
+
+_QUIET = _Quiet()
 
 
 @dataclasses.dataclass
@@ -151,12 +178,18 @@ class PostgresStore(Store):
                                          "run 'plant-store db migrate'")
             except psycopg.Error as exc:
                 raise StoreError(f"cannot use {self.where}: {reason(exc)}") from None
+        self._unreachable = Throttle(UNREACHABLE_EVERY)
+        logging.getLogger("psycopg.pool").addFilter(_QUIET)  # once: a filter is added once
         self._pool = _Pool(
             url, min_size=1, max_size=pool_size, timeout=timeout, open=False,
-            name="plant-store", kwargs=kwargs, configure=self._configure)
+            name="plant-store", kwargs=kwargs, configure=self._configure,
+            on_failure=self._connect_failed)
         self._pool.open(wait=False)
         self._prober = Prober(lambda: self._configure(psycopg.connect(url, **kwargs)),
                               self._watchdog, self.where)
+
+    def _connect_failed(self, exc: psycopg.Error) -> None:
+        self._unreachable.error(log, "%s is not reachable: %s", self.where, reason(exc))
 
     def _configure(self, conn: psycopg.Connection) -> psycopg.Connection:
         """Every new connection: its notices watched, statement_timeout applied and

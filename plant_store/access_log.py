@@ -128,7 +128,10 @@ class AccessLog:
             stream = self._stream or own_stream(LOGGER)
             if stream is None:
                 for entry in lines:
-                    self._emit(entry)
+                    # A host's filter or handler that raises ends neither the flusher nor
+                    # the other lines.
+                    with contextlib.suppress(Exception):
+                        self._emit(entry)
                 return
             if stream is not self._stream:  # the root's handler: its level still applies
                 lines = [e for e in lines if LOGGER.isEnabledFor(_LEVELS[e[1]])]
@@ -167,7 +170,8 @@ def flush_all() -> None:
 def _flush_forever() -> None:
     while True:
         time.sleep(FLUSH_INTERVAL)
-        flush_all()
+        with contextlib.suppress(Exception):  # the thread outlives any one bad flush
+            flush_all()
 
 
 def _start_flusher() -> None:

@@ -14,7 +14,7 @@ from plant_store.docs_page import DocsAssetResource, DocsPageResource
 from plant_store.forwarded import Forwarded
 from plant_store.operational import HealthResource, IndexResource, OpenApiResource, ReadyResource
 from plant_store.plants import PlantResource, PlantsResource
-from plant_store.stores import Store, open_store
+from plant_store.stores import MemoryStore, Store, open_store
 from plant_store.tokens import TokenFile
 from plant_store.webhooks import WebhookWorker
 
@@ -51,7 +51,9 @@ def create_app(
     made them to count its webhook worker's attempts too; else made here as
     ``config.metrics`` says."""
     _refuse_defaults(config, store, tokens, webhooks)
-    store = store if store is not None else open_store(config)
+    if store is None:  # a memory store locks data_dir only when one was named
+        unnamed = config.store == "memory" and "data_dir" not in config.given
+        store = MemoryStore() if unnamed else open_store(config)
     tokens = tokens if tokens is not None else TokenFile(config.token_file)
     counted = counted or metrics.for_config(config, store)
     public = PUBLIC_PATHS | ({"/metrics"} if config.metrics == "public" else set())

@@ -356,9 +356,8 @@ class Config:
         if set(values) - read:
             raise ConfigError(f"setting {sorted(set(values) - read)[0]!r} is not read here")
         for setting in SETTINGS:
-            value = values.get(setting.name, setting.default)
-            if isinstance(value, str):
-                value = _parse(setting, value, "default" if setting.name not in values else "")
+            value = _text(values.get(setting.name, setting.default))
+            value = _parse(setting, value, "default" if setting.name not in values else "")
             setattr(self, setting.name, value)
         if not self.token_file:
             self.token_file = os.path.join(self.data_dir, "tokens.json")
@@ -382,6 +381,21 @@ class Config:
         pairs = ", ".join(f"{s.name}={'...' if s.name in SECRETS else repr(getattr(self, s.name))}"
                           for s in SETTINGS)
         return f"Config({pairs})"
+
+
+def _text(value: Any) -> str:
+    """A value given in Python as its INI text, so it is checked as the file's would be
+    (``page_size=0`` refused as ``page_size = 0`` is; a bool is no integer)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return " ".join(map(str, value))
+    raise ConfigError(f"a setting's value must be a string, number, bool or list, not "
+                      f"{type(value).__name__}")
 
 
 def _parse(setting: Setting, text: str, source: str) -> Any:

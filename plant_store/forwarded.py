@@ -139,6 +139,14 @@ class Forwarded:
             environ["SCRIPT_NAME"] = forwarded_prefix + environ.get("SCRIPT_NAME", "")
 
 
+def undo_server_scheme(environ: dict) -> None:
+    """uWSGI takes a client's ``X-Forwarded-Ssl: on`` as the scheme itself, before any app
+    could judge it: undo that (TLS of uWSGI's own sets ``HTTPS``), so only a trusted proxy's
+    ``X-Forwarded-Proto`` or ``Forwarded`` says https."""
+    if environ.pop("HTTP_X_FORWARDED_SSL", None) is not None and "HTTPS" not in environ:
+        environ["wsgi.url_scheme"] = "http"
+
+
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """An address as proxies write it: bare, ``[v6]``, ``[v6]:port`` or ``v4:port``, quoted
     or not; None for anything else ('unknown', an obfuscated ``_name``)."""

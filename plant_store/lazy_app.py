@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from plant_store import errors, metrics, webhooks
+from plant_store import errors, forwarded, metrics, webhooks
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.operational import HEALTHY
@@ -67,6 +67,8 @@ class LazyApp:
         self._health = {"/health", config.url_prefix + "/health"}  # as the app serves it
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        if "HTTP_X_FORWARDED_SSL" in environ:
+            forwarded.undo_server_scheme(environ)
         pid, app = self._built
         if pid != os.getpid():
             if environ.get("PATH_INFO") in self._health:  # liveness: the process serves

@@ -66,10 +66,14 @@ class StaticTokens:
 
     def __init__(self, tokens: Iterable[str] | Mapping[str, str]) -> None:
         """``tokens``: the tokens, or a mapping of each token to its label."""
+        if isinstance(tokens, str | bytes):  # its characters would each be a token
+            raise TokenError("StaticTokens takes a list of tokens (or a mapping of each to "
+                             "its label), not one string")
         labelled = tokens if isinstance(tokens, Mapping) else {
             token: f"token {n}" for n, token in enumerate(tokens, 1)}
-        if not all(isinstance(t, str) and t for t in labelled):
-            raise TokenError("every token must be a non-empty string")
+        if not all(isinstance(t, str) and t and isinstance(label, str) and label
+                   for t, label in labelled.items()):
+            raise TokenError("every token and label must be a non-empty string")
         self._hashes = tuple((_digest(t).encode(), label) for t, label in labelled.items())
 
     def verify(self, token: str) -> str | None:

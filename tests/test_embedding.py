@@ -133,3 +133,68 @@ def test_a_host_that_configured_nothing_gets_no_access_lines_on_stderr(capfd):
     app.get("/plants", headers={"Authorization": "Bearer t"})
     access_log.flush_all()
     assert "plant_store.access" not in capfd.readouterr().err
+
+
+def test_a_raising_host_handler_ends_neither_the_flusher_nor_later_lines():
+    """Hostile pass: a handler that raised killed the access-log thread for the process."""
+    access_log.flush_all()
+    kept, boom = Kept(), Kept()
+    boom.emit = lambda record: 1 / 0
+    boom.handleError = lambda record: (_ for _ in ()).throw(ZeroDivisionError)
+    logger = logging.getLogger("plant_store.access")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(boom)
+    logger.addHandler(kept)
+    try:
+        app = webtest.TestApp(make_app(tokens=["t"]))
+        app.get("/plants", headers={"Authorization": "Bearer t"})
+        time.sleep(5 * access_log.FLUSH_INTERVAL)  # the flusher thread's turn
+        logger.removeHandler(boom)
+        app.get("/plants", headers={"Authorization": "Bearer t"}, status=200)
+        deadline = time.monotonic() + 5
+        while len(kept.records) < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert access_log._flusher.is_alive()
+        assert len(kept.records) >= 1
+    finally:
+        logger.removeHandler(boom)
+        logger.removeHandler(kept)
+        logger.setLevel(logging.NOTSET)
+
+
+def test_a_memory_store_app_takes_no_lock_in_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):  # a second app in the process too
+        create_app(Config(store="memory"), tokens=StaticTokens(["t"]), log_stream=io.StringIO())
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("settings,says", [
+    ({"trusted_proxy_count": 0}, "trusted_proxy_count"),
+    ({"page_size": 0}, "page_size"),
+    ({"page_size": 2.5}, "page_size"),
+    ({"page_size": True}, "page_size"),
+    ({"max_body_size": -5}, "max_body_size"),
+    ({"log_level": 10}, "log_level"),
+    ({"page_size": None}, "must be a string, number"),
+])
+def test_typed_settings_are_checked_as_their_text_is(settings, says):
+    with pytest.raises(ConfigError, match=says):
+        make_app(**settings)
+
+
+def test_typed_settings_that_are_right_are_taken():
+    app = webtest.TestApp(make_app(tokens=["t"], trusted_proxy=["127.0.0.1", "10.0.0.0/8"],
+                                   trusted_proxy_headers=["x-forwarded-host"], page_size=1,
+                                   fsync=False, url_prefix="/api"))
+    assert app.get("/api/", headers={"X-Forwarded-Host": "p.example"},
+                   extra_environ={"REMOTE_ADDR": "10.1.2.3"}).json["plants"] == (
+        "http://p.example/api/plants")
+
+
+def test_static_tokens_refuse_one_string_and_odd_labels():
+    from plant_store.tokens import TokenError
+
+    for bad in ("s3cret", {"t": None}, {"t": 5}, [""]):
+        with pytest.raises(TokenError):
+            StaticTokens(bad)

@@ -214,3 +214,11 @@ def test_gunicorn_believes_no_forwarded_scheme_the_service_does_not(tmp_path):
             status, _, body = http_request("127.0.0.1", running.port, "GET", "/",
                                            headers=forged)
             assert (status, body["plants"]) == (200, f"http://127.0.0.1:{running.port}/plants")
+
+
+def test_uwsgi_takes_no_scheme_from_a_clients_x_forwarded_ssl(tmp_path):
+    """Hostile pass: uWSGI itself set wsgi.url_scheme to https from X-Forwarded-Ssl: on."""
+    with uwsgi(tmp_path) as running:
+        status, _, body = http_request("127.0.0.1", running.port, "GET", "/",
+                                       headers={"X-Forwarded-Ssl": "on"})
+        assert (status, body["plants"]) == (200, f"http://127.0.0.1:{running.port}/plants")

@@ -14,16 +14,21 @@ Invariants:
   https, a host or a prefix with characters no URL has there) is ignored; the others apply.
 - ``Forwarded`` (RFC 7239), when trusted and sent, replaces ``X-Forwarded-For``, ``-Proto``
   and ``-Host``; ``X-Forwarded-Port`` and ``-Prefix``, which it has no words for, still apply.
-- The prefix a request arrives under is moved from ``PATH_INFO`` to ``SCRIPT_NAME``, as
-  waitress's ``url_prefix`` does: a path under ``url_prefix`` loses it, and every request's
-  ``SCRIPT_NAME`` ends with it, so the URLs the service emits carry it. A trusted
-  ``X-Forwarded-Prefix`` (a proxy that stripped one) goes before both.
+- The prefix a request arrives under is moved from ``PATH_INFO`` to ``SCRIPT_NAME``: a path
+  under ``url_prefix`` loses it, so the URLs the service emits carry it. A path outside it
+  (a probe sent to the service directly) is served as it came, its URLs without the prefix,
+  and logged as sent. A trusted ``X-Forwarded-Prefix`` (a proxy that stripped one) goes
+  before both.
 """
 
 import functools
 import ipaddress
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import falcon
 
 # The environ keys of the headers a proxy may forward, by their names in the settings.
 HEADERS = {
@@ -90,7 +95,7 @@ class Forwarded:
             path = environ.get("PATH_INFO", "")
             if path == self._prefix or path.startswith(self._prefix_slash):
                 environ["PATH_INFO"] = path[len(self._prefix):]
-            environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + self._prefix
+                environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + self._prefix
 
     def _is_trusted(self, peer: str) -> bool:
         if self._trusted_networks is None:
@@ -137,6 +142,18 @@ class Forwarded:
         forwarded_prefix = self._hop(environ, "HTTP_X_FORWARDED_PREFIX")
         if forwarded_prefix is not None and (forwarded_prefix := prefix(forwarded_prefix)):
             environ["SCRIPT_NAME"] = forwarded_prefix + environ.get("SCRIPT_NAME", "")
+
+
+def base_url(req: "falcon.Request") -> str:
+    """Where the client reached the service (``req.prefix``), for the URLs the service
+    emits; when the ``Host`` a client sent is no host (``evil.example/x?``, empty), the
+    server's own name and port instead, so no URL carries what a client made up there."""
+    host = req.env.get("HTTP_HOST")
+    if host is None or _HOST.fullmatch(host):
+        return req.prefix
+    env = req.env
+    return f"{req.scheme}://{env.get('SERVER_NAME', 'localhost')}:{env.get('SERVER_PORT', '80')}" \
+        f"{req.root_path}"
 
 
 def undo_server_scheme(environ: dict) -> None:

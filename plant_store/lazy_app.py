@@ -34,16 +34,17 @@ log = logging.getLogger(__name__)
 
 RETRY_INTERVAL = 1.0  # seconds between tries to open the store after one failed
 UNAVAILABLE = "This server process cannot serve the store; see the server's log."
-def warn_under_uwsgi(config: Config) -> None:
+def warn_under_uwsgi(config: Config) -> bool:
     """Under uWSGI with several processes on a one-process store, one error line at start
-    (in the master, or the first worker with --lazy-apps); nothing elsewhere."""
+    (in the master, or the first worker with --lazy-apps); nothing elsewhere. Whether so."""
     try:
         import uwsgi  # type: ignore[import-not-found]  # only inside uWSGI
     except ImportError:
-        return
+        return False
     problem = one_process_problem(config.store, uwsgi.numproc, "uWSGI", "--processes 1")
     if problem and uwsgi.worker_id() <= 1:
         log.error("%s", problem)
+    return bool(problem)
 
 
 class LazyApp:
@@ -56,11 +57,15 @@ class LazyApp:
     finishing): a later one that waited every time would stall its requests for nothing.
     """
 
-    def __init__(self, config: Config, metrics_dir: str | None = None) -> None:
+    def __init__(self, config: Config, metrics_dir: str | None = None,
+                 wait_for_owner: bool = True) -> None:
         """``metrics_dir``: where the processes of a pre-fork server each keep their
-        counts, so that a scrape sums them (see :mod:`plant_store.metrics`)."""
+        counts, so that a scrape sums them (see :mod:`plant_store.metrics`).
+        ``wait_for_owner``: False when sibling workers are known to contend for a store that
+        serves one process, so none waits ``lock_timeout`` for another that never lets go."""
         self._config = config
         self._metrics_dir = metrics_dir
+        self._wait = wait_for_owner
         self._building = threading.Lock()
         self._built: tuple[int | None, Callable | None] = (None, None)  # (PID, app)
         self._failed: tuple[int | None, float, str] = (None, 0.0, "")  # (PID, retry at, why)
@@ -91,7 +96,8 @@ class LazyApp:
             if failed_pid == pid and time.monotonic() < retry_at:
                 return None
             try:
-                app = self._create(self._config.lock_timeout if failed_pid != pid else 0.0)
+                app = self._create(
+                    self._config.lock_timeout if failed_pid != pid and self._wait else 0.0)
             except (StoreError, OSError) as exc:  # OSError: the metrics' directory
                 if failed_pid != pid or str(exc) != reason:
                     log.error("plant-store process %d answers 503 until it can open the "

@@ -10,6 +10,7 @@ import importlib.resources
 import falcon
 import orjson
 
+from plant_store.forwarded import base_url
 from plant_store.stores import Store, StoreUnavailable
 
 DOCUMENT = orjson.loads(
@@ -47,7 +48,7 @@ class OpenApiResource:
     scheme, host and path prefix it used, as told by a trusted proxy where there is one."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.data = orjson.dumps({**DOCUMENT, "servers": [{"url": req.prefix}]})
+        resp.data = orjson.dumps({**DOCUMENT, "servers": [{"url": base_url(req)}]})
         resp.content_type = falcon.MEDIA_JSON
 
     on_head = on_get  # the same answer, without its body (Falcon drops it)
@@ -58,9 +59,10 @@ class IndexResource:
     (without a token, it would get a bare 401 and no hint)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        base = base_url(req)
         resp.data = orjson.dumps({
-            "service": "plant-store", "docs": req.prefix + "/docs",
-            "openapi": req.prefix + "/openapi.json", "plants": req.prefix + "/plants"})
+            "service": "plant-store", "docs": base + "/docs",
+            "openapi": base + "/openapi.json", "plants": base + "/plants"})
         resp.content_type = falcon.MEDIA_JSON
 
     on_head = on_get

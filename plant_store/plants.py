@@ -9,6 +9,7 @@ import orjson
 from marshmallow import ValidationError
 
 from plant_store import errors
+from plant_store.forwarded import base_url
 from plant_store.json_fallback import reparse
 from plant_store.schemas import (
     ID_RULE,
@@ -68,7 +69,7 @@ class PlantsResource:
             raise falcon.HTTPServiceUnavailable(
                 description="The store cannot list plants right now.") from None
         if after is not None:
-            resp.append_link(f"{req.prefix}{req.path}?limit={limit}&cursor={after}", "next")
+            resp.append_link(f"{base_url(req)}{req.path}?limit={limit}&cursor={after}", "next")
         resp.data = orjson.dumps([dump_plant(plant) for plant in plants])
         resp.content_type = falcon.MEDIA_JSON
 

@@ -18,7 +18,8 @@ from plant_store.lazy_app import LazyApp, warn_under_uwsgi
 
 _config = load(os.environ.get("PLANT_STORE_CONFIG"), os.environ)
 logs.configure_unless_configured(_config.log_level, _config.log_format)
-warn_under_uwsgi(_config)  # several processes on a store that serves one
-application = LazyApp(_config, metrics_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None)
+contended = warn_under_uwsgi(_config)  # several processes on a store that serves one
+application = LazyApp(_config, metrics_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None,
+                      wait_for_owner=not contended)
 if _config.probe_port:  # uWSGI's probes: a port of their own in each worker
     probe_port.in_uwsgi_workers(application, _config.host, _config.probe_port)

@@ -1,12 +1,14 @@
 """Forwarded headers and the URL prefix, applied by the app itself (plant_store.forwarded):
 in process with WebTest, mounted in a host application, and under gunicorn and uWSGI."""
 
+import io
 import time
 
 import pytest
 import webtest
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
+from plant_store import access_log
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.forwarded import Forwarded
@@ -222,3 +224,40 @@ def test_uwsgi_takes_no_scheme_from_a_clients_x_forwarded_ssl(tmp_path):
         status, _, body = http_request("127.0.0.1", running.port, "GET", "/",
                                        headers={"X-Forwarded-Ssl": "on"})
         assert (status, body["plants"]) == (200, f"http://127.0.0.1:{running.port}/plants")
+
+
+@pytest.mark.parametrize("host", ["evil.example/x?", "", "a>; rel=x, <http://evil"])
+def test_a_host_header_that_is_no_host_never_reaches_a_url(tokens, host):
+    """Hostile pass: the raw Host went into the index, the document and Link as sent."""
+    token = tokens.add("t")
+    app = make(tokens)
+    auth = {"Authorization": f"Bearer {token}", "Host": host}
+    for plant_id in (1, 2):
+        app.post_json("/plants", {"id": plant_id, "name": "Fern"}, headers=auth)
+    link = app.get("/plants?limit=1", headers=auth).headers["Link"]
+    urls = [link, app.get("/", headers={"Host": host}).json["plants"],
+            servers_url(app, {"Host": host})]
+    assert all(url.startswith(("<http://localhost:80/", "http://localhost:80")) for url in urls)
+
+
+def test_a_path_outside_the_prefix_is_served_and_logged_as_sent(tokens):
+    stream = io.StringIO()
+    app = webtest.TestApp(create_app(Config(store="memory", url_prefix="/api"),
+                                     store=MemoryStore(), tokens=tokens, log_stream=stream))
+    assert app.get("/").json["plants"] == "http://localhost:80/plants"
+    app.get("/API/plants", status=401)
+    access_log.flush_all()
+    assert " GET /API/plants 401 " in stream.getvalue()
+
+
+def test_uwsgi_workers_contending_for_one_store_do_not_wait_lock_timeout(tmp_path):
+    """Hostile pass: the second worker held its first client 10 s (lock_timeout) before
+    its 503, waiting for a sibling that never lets go."""
+    with uwsgi(tmp_path, "--master", "--processes", "2",
+               env={"PLANT_STORE_LOCK_TIMEOUT": "10"}) as running:
+        slowest = 0.0
+        for _ in range(20):  # each on a new connection: both workers get some
+            started = time.monotonic()
+            http_request("127.0.0.1", running.port, "GET", "/plants", token=running.token)
+            slowest = max(slowest, time.monotonic() - started)
+        assert slowest < 5

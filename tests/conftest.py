@@ -63,6 +63,12 @@ def postgres():
     """One throwaway PostgreSQL server for the whole run (tests/pgserver.py). Without the
     server binaries the tests that need it skip, and the summary says how many; in CI
     (``CI=true``) they fail instead, since CI must run them."""
+    yield from a_postgres_server()
+
+
+def a_postgres_server():
+    """A throwaway PostgreSQL server of its own, yielded started and removed afterwards,
+    for fixtures that stop or reconfigure theirs."""
     server = PostgresServer(_needed(find_bindir(), NO_POSTGRES, "postgresql package",
                                     "PostgreSQL"))
     try:

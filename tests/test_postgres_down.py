@@ -6,8 +6,7 @@ import time
 
 import pytest
 
-from conftest import NO_POSTGRES, _needed
-from pgserver import PostgresServer, find_bindir
+from conftest import a_postgres_server
 from plant_store.stores.postgres.connection import describe
 from serverproc import Server
 
@@ -42,13 +41,7 @@ def test_describe_without_a_host_names_libpq_s_socket_directory(monkeypatch):
 @pytest.fixture
 def own_postgres():
     """A server of this test's own, to stop under a running service."""
-    server = PostgresServer(_needed(find_bindir(), NO_POSTGRES, "postgresql package",
-                                    "PostgreSQL"))
-    try:
-        server.start()
-        yield server
-    finally:
-        server.cleanup()
+    yield from a_postgres_server()
 
 
 def test_a_database_gone_under_a_running_server_is_one_throttled_line(tmp_path, own_postgres):

@@ -20,8 +20,8 @@ import psycopg
 import pytest
 import webtest
 
-from conftest import NO_POSTGRES, _needed
-from pgserver import PostgresServer, find_bindir
+from conftest import a_postgres_server
+from pgserver import PostgresServer
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import Plant, StoreError, StoreUnavailable
@@ -33,13 +33,7 @@ from serverproc import Server, ended
 @pytest.fixture(scope="module")
 def lonely():
     """A server of this module's own: its synchronous standby is set per test."""
-    server = PostgresServer(_needed(find_bindir(), NO_POSTGRES, "postgresql package",
-                                    "PostgreSQL"))
-    try:
-        server.start()
-        yield server
-    finally:
-        server.cleanup()
+    yield from a_postgres_server()
 
 
 def standby(server, names):

@@ -29,7 +29,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 import falcon
 import orjson
@@ -54,7 +54,7 @@ class AccessLog:
         self._json = log_format == "json"
         self._ids = RequestId()
         self._stream = stream
-        self._lines: collections.deque[tuple] = collections.deque()
+        self._lines: collections.deque[tuple[Any, ...]] = collections.deque()
         self._lock = threading.Lock()  # one flush at a time, so lines keep their order
         _live.add(self)
         _start_flusher()
@@ -94,7 +94,7 @@ class AccessLog:
             req.context.request_id))  # deque.append is thread-safe: no lock here
 
     @staticmethod
-    def _object(entry: tuple) -> dict:
+    def _object(entry: tuple[Any, ...]) -> dict[str, Any]:
         """The line's fields, as the JSON format writes them."""
         now, level, remote_addr, method, path, status, elapsed, request_id = entry
         return {"time": iso_timestamp(now), "level": level, "logger": LOGGER.name,
@@ -102,7 +102,7 @@ class AccessLog:
                 "status": falcon.http_status_to_code(status),
                 "duration_ms": round(elapsed * 1000, 3), "request_id": request_id}
 
-    def _format(self, entry: tuple) -> str:
+    def _format(self, entry: tuple[Any, ...]) -> str:
         if self._json:
             return orjson.dumps(self._object(entry)).decode() + "\n"
         now, level, remote_addr, method, path, status, elapsed, request_id = entry
@@ -141,7 +141,7 @@ class AccessLog:
             except (OSError, ValueError):  # stderr closed or gone: nowhere left to log
                 pass
 
-    def _emit(self, entry: tuple) -> None:
+    def _emit(self, entry: tuple[Any, ...]) -> None:
         """One line as a LogRecord, made at the request's time, through the logger."""
         now, level, remote_addr, method, path, status, elapsed, request_id = entry
         levelno = _LEVELS[level]

@@ -19,7 +19,9 @@ import http.client
 import socket
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
+from typing import Any
 from urllib.parse import urlsplit
 
 from plant_store.logs import escape
@@ -71,9 +73,13 @@ class Watchdog:
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
-def resolve(host: str, port: int, seconds: float) -> list[tuple]:
+# getaddrinfo's entries: family, kind, proto, canonical name, socket address.
+_Address = tuple[socket.AddressFamily, socket.SocketKind, int, str, Any]
+
+
+def resolve(host: str, port: int, seconds: float) -> list[_Address]:
     """``getaddrinfo``'s TCP addresses of ``host``, or TimeoutError after ``seconds``."""
-    found: list = []
+    found: list[list[_Address] | OSError] = []
 
     def lookup() -> None:
         try:
@@ -91,12 +97,13 @@ def resolve(host: str, port: int, seconds: float) -> list[tuple]:
     return found[0]
 
 
-def connector(deadline: float):
+def connector(deadline: float) -> Callable[..., socket.socket]:
     """A ``create_connection`` for http.client (its hook for how a connection connects)
     that resolves and connects by ``deadline`` (time.monotonic()), trying each address the
     name has in turn, as the standard one does."""
 
-    def create_connection(address: tuple, timeout: float, source_address=None):
+    def create_connection(address: tuple[str, int], timeout: float,
+                          source_address: tuple[str, int] | None = None) -> socket.socket:
         host, port = address
         error: OSError = TimeoutError(f"no connection to {host} by the deadline")
         for family, kind, proto, _, sockaddr in resolve(host, port,
@@ -130,11 +137,15 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str 
     connection_class = (http.client.HTTPSConnection if parts.scheme == "https"
                         else http.client.HTTPConnection)
     try:  # config refuses such URLs; one owed from before that check fails like a refusal
+        if not parts.hostname:  # http.client would raise AttributeError on None
+            raise ValueError("no host")
         connection = connection_class(parts.hostname, parts.port, timeout=timeout)
     except ValueError as exc:
         return escape(f"ValueError: {url}: {exc}")[:ERROR_LIMIT]
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    connection._create_connection = connector(time.monotonic() + timeout)
+    # http.client's hook for how a connection connects: an attribute typeshed leaves out.
+    connection._create_connection = connector(  # type: ignore[attr-defined]
+        time.monotonic() + timeout)
     watchdog = Watchdog(connection, timeout)
     error = None
     try:

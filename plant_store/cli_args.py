@@ -82,7 +82,7 @@ def _settings(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
                                 f"env {setting.env}]")
 
 
-def _command(commands: "argparse._SubParsersAction", name: str, text: str,
+def _command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, text: str,
              settings: tuple[str, ...] | None = (),
              reads: tuple[str, ...] = ()) -> argparse.ArgumentParser:
     """A command: ``text`` is its line in the parent's list and its own description;
@@ -96,8 +96,8 @@ def _command(commands: "argparse._SubParsersAction", name: str, text: str,
     return parser
 
 
-def _group(commands: "argparse._SubParsersAction", name: str, text: str,
-           dest: str) -> "argparse._SubParsersAction":
+def _group(commands: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, text: str,
+           dest: str) -> "argparse._SubParsersAction[argparse.ArgumentParser]":
     parser = _command(commands, name, text, None)
     return parser.add_subparsers(dest=dest, required=True, metavar="ACTION")
 

@@ -1,6 +1,7 @@
 """Every error leaves as the seed's Error shape: ``{"error": <status>, "message": "..."}``."""
 
 import logging
+from typing import Any
 
 import falcon
 import orjson
@@ -34,7 +35,9 @@ def _message(req: falcon.Request, error: falcon.HTTPError) -> str:
     return f"{error.title}."
 
 
-def unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: dict) -> None:
+def unexpected(
+    req: falcon.Request, resp: falcon.Response, exc: Exception, params: dict[str, Any],
+) -> None:
     """Handler for anything unforeseen: the traceback goes to the log, not to the client."""
     log.exception("unhandled error in %s %s", req.method, req.path)
     raise falcon.HTTPInternalServerError(description=INTERNAL)

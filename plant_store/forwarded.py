@@ -25,7 +25,7 @@ import functools
 import ipaddress
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import falcon
@@ -82,7 +82,7 @@ class Forwarded:
         self._prefix_slash = url_prefix + "/"
         self._trusted = functools.lru_cache(maxsize=1024)(self._is_trusted)  # peers repeat
 
-    def __call__(self, environ: dict) -> None:
+    def __call__(self, environ: dict[str, Any]) -> None:
         for key in self._drop:
             environ.pop(key, None)
         if self._read:
@@ -104,7 +104,7 @@ class Forwarded:
         return address is not None and any(
             address in network for network in self._trusted_networks)
 
-    def _hop(self, environ: dict, key: str) -> str | None:
+    def _hop(self, environ: dict[str, Any], key: str) -> str | None:
         """The hop of header ``key`` that the nearest trusted proxies wrote, or None."""
         if key not in self._read:
             return None
@@ -114,7 +114,7 @@ class Forwarded:
         hops = _split(value)
         return hops[-self._count].strip() if len(hops) >= self._count else None
 
-    def _believe(self, environ: dict) -> None:
+    def _believe(self, environ: dict[str, Any]) -> None:
         element = self._hop(environ, "HTTP_FORWARDED")
         if element is not None:
             said = _pairs(element)
@@ -156,7 +156,7 @@ def base_url(req: "falcon.Request") -> str:
         f"{req.root_path}"
 
 
-def undo_server_scheme(environ: dict) -> None:
+def undo_server_scheme(environ: dict[str, Any]) -> None:
     """uWSGI takes a client's ``X-Forwarded-Ssl: on`` as the scheme itself, before any app
     could judge it: undo that (TLS of uWSGI's own sets ``HTTPS``), so only a trusted proxy's
     ``X-Forwarded-Proto`` or ``Forwarded`` says https."""

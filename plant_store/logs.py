@@ -50,7 +50,7 @@ def iso_timestamp(now: float) -> str:
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
 
 
-def _escape(match: re.Match) -> str:
+def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
     if code == 0x5C:  # the backslash
         return "\\\\"
@@ -86,7 +86,7 @@ def formatter(log_format: str) -> logging.Formatter:
     return JsonFormatter() if log_format == "json" else TextFormatter(FORMAT)
 
 
-_own: logging.StreamHandler | None = None  # the handler configure() installed
+_own: logging.StreamHandler[TextIO] | None = None  # the handler configure() installed
 
 
 def configure(level: str, log_format: str = "text") -> None:

@@ -23,6 +23,7 @@ stale when it ends. See :mod:`plant_store.gunicorn_hooks` for making the directo
 
 import bisect
 import collections
+from typing import Any
 
 import falcon
 import falcon.routing
@@ -105,7 +106,7 @@ class Metrics(StoreObserver):
         registry.register(self._outbox)
         self._outbox_registry = CollectorRegistry(auto_describe=False)  # several processes'
         self._outbox_registry.register(self._outbox)
-        self._children: dict[tuple, tuple] = {}
+        self._children: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._batch = _Batch() if multiprocess_dir is None else None
         store.observer = self
 
@@ -125,7 +126,7 @@ class Metrics(StoreObserver):
         else:
             self._batch.note(children, seconds)
 
-    def _children_of(self, req: falcon.Request, method: str, status: object) -> tuple:
+    def _children_of(self, req: falcon.Request, method: str, status: object) -> tuple[Any, ...]:
         route = req.uri_template
         cached = route is not None  # routes are few: bounded; unrouted paths are not
         if route is None:  # refused before routing (401), or no route (404)
@@ -190,15 +191,15 @@ class _Batch:
     SIZE = 256
 
     def __init__(self) -> None:
-        self._noted: collections.deque = collections.deque()
+        self._noted: collections.deque[tuple[tuple[Any, ...], float]] = collections.deque()
 
-    def note(self, children: tuple, seconds: float) -> None:
+    def note(self, children: tuple[Any, ...], seconds: float) -> None:
         self._noted.append((children, seconds))
         if len(self._noted) >= self.SIZE:
             self.count()
 
     def count(self) -> None:
-        groups: dict[int, list] = {}  # id(children) -> [children, count, sum, per bucket]
+        groups: dict[int, list[Any]] = {}  # id(children) -> [children, count, sum, per bucket]
         noted = self._noted
         while True:
             try:
@@ -235,7 +236,7 @@ class _OutboxGauges:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def describe(self) -> list:
+    def describe(self) -> list[Any]:
         return []  # collected at scrape time only
 
     def collect(self):

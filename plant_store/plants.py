@@ -158,7 +158,7 @@ def _too_large(limit: int) -> falcon.HTTPContentTooLarge:
     )
 
 
-def _query(req: falcon.Request, name: str, pattern: re.Pattern, rule: str) -> str | None:
+def _query(req: falcon.Request, name: str, pattern: re.Pattern[str], rule: str) -> str | None:
     values = req.params.get(name)
     if values is None:
         return None

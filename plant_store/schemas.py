@@ -12,7 +12,7 @@ from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump, pos
 from plant_store.stores import Plant
 
 
-class JsonInteger(fields.Field):
+class JsonInteger(fields.Field[int]):
     """A JSON integer within a signed ``bits``-bit range; bools and floats (even 1.0) are
     refused, since a number with a fraction went through floating point and may have changed.
     """
@@ -37,7 +37,7 @@ class PlantSchema(Schema):
     tag = fields.String()
 
     @post_dump
-    def _omit_missing_tag(self, data: dict, **kwargs: Any) -> dict:
+    def _omit_missing_tag(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         if data.get("tag") is None:
             data.pop("tag", None)
         return data
@@ -50,7 +50,7 @@ class NewPlantSchema(PlantSchema):
         unknown = EXCLUDE
 
     @post_load
-    def _make_plant(self, data: dict, **kwargs: Any) -> Plant:
+    def _make_plant(self, data: dict[str, Any], **kwargs: Any) -> Plant:
         return Plant(data["id"], data["name"], data.get("tag"))
 
 
@@ -73,7 +73,7 @@ def id_from_text(text: str) -> int | None:
     return number if number is not None and _ID.minimum <= number <= _ID.maximum else None
 
 
-def load_new_plant(document: dict) -> Plant:
+def load_new_plant(document: dict[str, Any]) -> Plant:
     """``NewPlantSchema().load``, with the plainly valid document, the usual one, built
     without marshmallow's machinery (most of the service's own time per request).
 
@@ -88,7 +88,7 @@ def load_new_plant(document: dict) -> Plant:
     return _new_plant.load(document)
 
 
-def dump_plant(plant: Plant) -> dict:
+def dump_plant(plant: Plant) -> dict[str, Any]:
     """``PlantSchema().dump`` for the one object it is given, a stored Plant, without
     marshmallow's machinery; tests/test_schema_properties.py checks that both agree."""
     if plant.tag is None:

@@ -184,3 +184,12 @@ def test_a_host_whose_name_never_resolves_holds_a_delivery_no_longer_than_the_ti
     assert exited_in < timeout + 1.5, exited_in
     (row,) = run_cli("webhooks", "list", "--data-dir", str(data)).stdout.splitlines()
     assert url in row and "TimeoutError" in row, row  # failed, and still owed
+
+
+def test_a_url_with_no_host_fails_like_a_refusal():
+    """Config refuses such URLs, but one owed from before that check is an error string,
+    not an AttributeError from http.client in the lane's thread (found by mypy)."""
+    from plant_store.bounded_post import post
+
+    for url in ("http:///plants", "https://:8443/"):
+        assert post(url, b"{}", {}, timeout=2) == f"ValueError: {url}: no host"

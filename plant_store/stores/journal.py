@@ -14,6 +14,7 @@ before it is corruption, which is reported with its line number and never repair
 """
 
 from dataclasses import dataclass
+from typing import Any, Literal, overload
 
 import orjson
 
@@ -30,7 +31,7 @@ class CorruptJournal(StoreError):
         self.path, self.lineno, self.reason = path, lineno, reason
 
 
-def encode_create(plant: Plant, deliveries: list[Delivery] | tuple = ()) -> bytes:
+def encode_create(plant: Plant, deliveries: list[Delivery] | tuple[Delivery, ...] = ()) -> bytes:
     record = {"op": "create", "id": plant.id, "name": plant.name}
     if plant.tag is not None:
         record["tag"] = plant.tag
@@ -62,21 +63,25 @@ def decode_plant(record: bytes) -> Plant:
     return Plant(fields["id"], fields["name"], fields.get("tag"))
 
 
-def _int(record: dict, key: str, low: int = INT64_MIN, high: int = INT64_MAX) -> int:
+def _int(record: dict[str, Any], key: str, low: int = INT64_MIN, high: int = INT64_MAX) -> int:
     value = record.get(key)
     if type(value) is not int or not low <= value <= high:
         raise ValueError(f"{key} is not an integer from {low} to {high}")
     return value
 
 
-def _str(record: dict, key: str, optional: bool = False) -> str | None:
+@overload
+def _str(record: dict[str, Any], key: str, optional: Literal[False] = False) -> str: ...
+@overload
+def _str(record: dict[str, Any], key: str, optional: bool) -> str | None: ...
+def _str(record: dict[str, Any], key: str, optional: bool = False) -> str | None:
     value = record.get(key)
     if not (type(value) is str or (optional and value is None)):
         raise ValueError(f"{key} is not a string")
     return value
 
 
-def _plant_fields(record: dict) -> tuple[int, str, str | None]:
+def _plant_fields(record: dict[str, Any]) -> tuple[int, str, str | None]:
     """The id, name and tag of a create record or an outbox body, checked; a tuple, not a
     Plant, since making a Plant for each of a million records at start-up costs seconds."""
     plant_id, name, tag = record.get("id"), record.get("name"), record.get("tag")
@@ -117,7 +122,7 @@ class _Replay:
     def order(self) -> CreationOrder:
         return CreationOrder(self.seqs, self.next_seq)
 
-    def apply(self, line: bytes, record: dict) -> None:
+    def apply(self, line: bytes, record: dict[str, Any]) -> None:
         op = record.get("op")
         if op == "create":
             self._create(line, record)
@@ -151,7 +156,7 @@ class _Replay:
         else:
             raise ValueError("unknown op")
 
-    def _create(self, line: bytes, record: dict) -> None:
+    def _create(self, line: bytes, record: dict[str, Any]) -> None:
         plant_id, name, tag = _plant_fields(record)
         if plant_id in self.index:
             raise ValueError(f"id {plant_id} is created twice")
@@ -170,7 +175,7 @@ class _Replay:
         self.seqs[seq] = plant_id
         self.index[plant_id] = (seq, line)
 
-    def _owe(self, plant: Plant, webhooks: list) -> None:
+    def _owe(self, plant: Plant, webhooks: Any) -> None:  # checked here: JSON as read
         if type(webhooks) is not list or not all(type(hook) is dict for hook in webhooks):
             raise ValueError("webhooks is not a list of objects")
         body = new_plant_json(plant)

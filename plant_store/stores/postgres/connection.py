@@ -1,5 +1,7 @@
 """Reaching the database, and saying which one without ever showing its password."""
 
+from typing import Any
+
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -38,7 +40,7 @@ def _where(host: str, port: str) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _defaults(params: dict) -> tuple[str, str]:
+def _defaults(params: dict[str, Any]) -> tuple[str, str]:
     """The host and port libpq takes where ``params`` name none (PGHOST and PGPORT, a
     service file, else the socket directory it was built with: Debian's is
     /var/run/postgresql), found without connecting: an invalid sslmode stops libpq once it
@@ -71,7 +73,7 @@ TCP_DEFAULTS = {
 }
 
 
-def options(url: str, *, prepared_statements: bool) -> dict:
+def options(url: str, *, prepared_statements: bool) -> dict[str, Any]:
     """psycopg's connection keywords for ``url``: autocommit (every statement its own
     transaction), the TCP defaults the URL does not override, and no server-side prepared
     statements when a pooler in transaction mode could run them on another session."""

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
 
 import psycopg
 
@@ -41,7 +42,7 @@ class Prober:
         self._where = where
         self._wait = wait
         self._lock = threading.Lock()
-        self._running: Future | None = None
+        self._running: Future[Any] | None = None
         self._started = 0.0  # when the running probe began (monotonic)
         self._finished = 0.0  # when the last one ended
         self._conn: psycopg.Connection | None = None  # only the probe's thread uses it
@@ -80,7 +81,7 @@ class Prober:
                 self._conn.close()
                 self._conn = None
 
-    def _probe(self, result: Future) -> None:
+    def _probe(self, result: Future[Any]) -> None:
         try:
             self._write()
         except StoreUnavailable as exc:

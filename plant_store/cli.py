@@ -266,7 +266,9 @@ def _hand_over(cfg: config.Config, chosen: list[str], letters: str) -> int:
 
 
 def _db(args: argparse.Namespace, cfg: config.Config) -> int:
-    from plant_store.stores.postgres import connection, schema  # psycopg only when used
+    import psycopg  # only when used
+
+    from plant_store.stores.postgres import connection, schema
     from plant_store.stores.postgres.queries import QUERIES
 
     if not cfg.database_url:
@@ -283,7 +285,7 @@ def _db(args: argparse.Namespace, cfg: config.Config) -> int:
                 print("positions continue above every earlier one, and 2^32 beyond")
                 return 0
             done, missing = schema.applied(conn), schema.pending(conn)
-        except connection.psycopg.Error as exc:  # a table of ours taken by another schema
+        except psycopg.Error as exc:  # a table of ours taken by another schema
             raise StoreError(f"cannot {args.db_command} "
                              f"{connection.describe(cfg.database_url)}: "
                              f"{connection.reason(exc)}") from None

@@ -183,7 +183,9 @@ def _split(value: str, separator: str = ",") -> list[str]:
     inside quoted strings kept."""
     if '"' not in value:
         return value.split(separator)
-    hops, current, quoted, escaped = [], [], False, False
+    hops: list[str] = []
+    current: list[str] = []
+    quoted = escaped = False
     for char in value:
         if escaped:
             escaped = False

@@ -124,7 +124,7 @@ def own_stream(logger: logging.Logger) -> TextIO | None:
             return own.stream
         if node.handlers or not node.propagate:
             return None
-        node = node.parent  # type: ignore[assignment]
+        node = node.parent
     return None
 
 

@@ -78,14 +78,15 @@ def options(url: str, *, prepared_statements: bool) -> dict[str, Any]:
     transaction), the TCP defaults the URL does not override, and no server-side prepared
     statements when a pooler in transaction mode could run them on another session."""
     given = conninfo_to_dict(url)
-    kwargs = {name: value for name, value in TCP_DEFAULTS.items() if name not in given}
+    kwargs: dict[str, Any] = {
+        name: value for name, value in TCP_DEFAULTS.items() if name not in given}
     kwargs["autocommit"] = True
     if not prepared_statements:
         kwargs["prepare_threshold"] = None
     return kwargs
 
 
-def connect(url: str, timeout: float, **kwargs) -> psycopg.Connection:
+def connect(url: str, timeout: float, **kwargs: Any) -> psycopg.Connection:
     """One connection, for the operator's commands and the store's first look at the
     database; StoreError naming the real cause when it cannot be had."""
     check_url(url)

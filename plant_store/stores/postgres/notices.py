@@ -26,5 +26,11 @@ def watch(conn: psycopg.Connection) -> None:
     conn.add_notice_handler(note)
 
 
+def noted(conn: psycopg.Connection) -> list[tuple[str | None, str | None]]:
+    """The list ``watch`` keeps on ``conn``: an attribute of its own, which psycopg's
+    types do not know."""
+    return conn.notices  # type: ignore[attr-defined, no-any-return]
+
+
 def unconfirmed(notices: list[tuple[str | None, str | None]]) -> bool:
     return any(severity == "WARNING" for severity, _ in notices)

@@ -7,7 +7,8 @@ _NAME = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 
 
 def load() -> dict[str, str]:
-    text = importlib.resources.files(__package__).joinpath("sql", "queries.sql").read_text("utf-8")
+    sql = importlib.resources.files(__package__).joinpath("sql")
+    text = sql.joinpath("queries.sql").read_text("utf-8")
     parts = _NAME.split(text)[1:]  # name, body, name, body, ...
     return dict(zip(parts[::2], (body.strip() for body in parts[1::2]), strict=True))
 

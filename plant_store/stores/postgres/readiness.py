@@ -30,7 +30,7 @@ import psycopg
 from plant_store.stores.base import StoreUnavailable
 from plant_store.stores.postgres.connection import reason
 from plant_store.stores.postgres.deadline import Watchdog
-from plant_store.stores.postgres.notices import unconfirmed
+from plant_store.stores.postgres.notices import noted, unconfirmed
 from plant_store.stores.postgres.queries import QUERIES
 
 
@@ -53,11 +53,13 @@ class Prober:
         with self._lock:
             if self._closed:
                 raise StoreUnavailable(f"{self._where}: the store is closed", "unreachable")
-            finished = self._running is not None and self._running.done()
-            if finished and self._running.exception() and (
+            running = self._running
+            finished = running is not None and running.done()
+            error = running.exception() if running is not None and finished else None
+            if error is not None and (
                     self._finished - self._started >= self._wait  # a slow "no", not a quick one
                     and time.monotonic() - self._finished < self._wait):
-                raise self._running.exception()  # said within the wait: say it again
+                raise error  # said within the wait: say it again
             if self._running is None or finished:
                 self._running = Future()
                 self._started = time.monotonic()
@@ -105,9 +107,9 @@ class Prober:
                                    "unreachable") from None
         entry = self._watchdog.enter(conn, time.monotonic() + self._wait)
         try:
-            conn.notices.clear()
+            noted(conn).clear()
             conn.execute(QUERIES["probe"])
-            if unconfirmed(conn.notices):
+            if unconfirmed(noted(conn)):
                 raise StoreUnavailable(f"{self._where}: a commit was not confirmed by the "
                                        "synchronous standby in time", "unconfirmed")
         except psycopg.errors.ReadOnlySqlTransaction:

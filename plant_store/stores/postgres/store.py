@@ -196,7 +196,8 @@ class PostgresStore(Store):
         checked (StoreError naming it when it did not take)."""
         notices.watch(conn)
         wanted = self._statement_ms
-        current, default = conn.execute(QUERIES["statement_timeout"]).fetchone()
+        # SHOW-like queries answer one row: fetchone() is never None here (twice below).
+        current, default = conn.execute(QUERIES["statement_timeout"]).fetchone()  # type: ignore[misc]
         if self._pooled and (default == 0 or default > wanted):
             raise StoreError(
                 f"{self.where}: with database_prepared_statements = false (a pooler in "
@@ -205,7 +206,7 @@ class PostgresStore(Store):
                 f"ALTER ROLE ... SET statement_timeout = '{wanted}ms'")
         if current == 0 or current > wanted:  # a role's or database's own bound may do
             conn.execute(QUERIES["set_statement_timeout"], {"ms": str(wanted)})
-            current = conn.execute(QUERIES["statement_timeout"]).fetchone()[0]
+            current = conn.execute(QUERIES["statement_timeout"]).fetchone()[0]  # type: ignore[index]
             if current != wanted:
                 raise StoreError(
                     f"{self.where}: setting statement_timeout={wanted} ms did not take (it "
@@ -264,14 +265,14 @@ class PostgresStore(Store):
                 f"busy: none free within {self._timeout:g} s", "unreachable")) from None
         entry = self._watchdog.enter(conn, deadline)
         try:
-            conn.notices.clear()
+            notices.noted(conn).clear()
             started = time.perf_counter()  # the round trip, not the pool's wait
             answer = result(conn.execute(QUERIES[name], params))
             if name in WRITES:
-                if notices.unconfirmed(conn.notices):
+                if notices.unconfirmed(notices.noted(conn)):
                     log.warning("%s: a %s's commit was not confirmed (a cancelled wait for a "
                                 "synchronous standby?): %s", self.where, name,
-                                "; ".join(message or "" for _, message in conn.notices))
+                                "; ".join(message or "" for _, message in notices.noted(conn)))
                     raise _Unsettled()
                 self.observer.wrote(time.perf_counter() - started)
             return answer
@@ -333,7 +334,9 @@ class PostgresStore(Store):
         op = _Operation(time.monotonic() + self._timeout)
         # A retry's note of the token meets an earlier attempt's (committed, or waited for
         # while it commits) and answers what that attempt did: see the query.
-        deleted = self._run("delete", params, lambda cur: cur.fetchone()[0], op)
+        # The delete query answers one row, deleted or not: fetchone() is never None.
+        deleted: bool = self._run(
+            "delete", params, lambda cur: cur.fetchone()[0], op)  # type: ignore[index]
         if next(self._deletes) % FORGET_EVERY == 0:
             try:
                 self._run("forget_deletes", {}, lambda cur: None)
@@ -364,26 +367,33 @@ class PostgresStore(Store):
                  "every earlier one", self.where)
 
     def __len__(self) -> int:
-        return self._run("count", {}, lambda cur: cur.fetchone()[0])
+        # An aggregate answers one row: fetchone() is never None (count and outbox_counts).
+        count: int = self._run("count", {}, lambda cur: cur.fetchone()[0])  # type: ignore[index]
+        return count
 
     def deliveries(self, *, dead: bool = False) -> list[Delivery]:
         rows = self._run("dead" if dead else "due", {}, lambda cur: cur.fetchall())
         return [_delivery(*row) for row in rows]
 
     def outbox_counts(self) -> tuple[int, int]:
-        return self._run("outbox_counts", {}, lambda cur: tuple(cur.fetchone()))
+        counts: tuple[int, int] = self._run(
+            "outbox_counts", {}, lambda cur: tuple(cur.fetchone()))  # type: ignore[arg-type]
+        return counts
 
     def lanes(self) -> list[str]:
-        return self._run("lanes", {"holder": self._holder()},
-                         lambda cur: [url for (url,) in cur.fetchall()])
+        urls: list[str] = self._run("lanes", {"holder": self._holder()},
+                                    lambda cur: [url for (url,) in cur.fetchall()])
+        return urls
 
     def lane(self, url: str, limit: int) -> list[Delivery]:
         rows = self._run("lane", {"url": url, "limit": limit}, lambda cur: cur.fetchall())
         return [_delivery(*row[:-1]) for row in itertools.takewhile(lambda row: row[-1], rows)]
 
     def hold_lane(self, url: str, lease: float) -> bool:
-        return self._run("hold_lane", {"url": url, "holder": self._holder(), "lease": lease},
-                         lambda cur: cur.rowcount == 1)
+        held: bool = self._run("hold_lane",
+                               {"url": url, "holder": self._holder(), "lease": lease},
+                               lambda cur: cur.rowcount == 1)
+        return held
 
     def begin_attempt(self, delivery: Delivery, lease: float, max_attempts: int) -> int | None:
         number, held = self._run("begin_attempt", {
@@ -401,6 +411,7 @@ class PostgresStore(Store):
 
     def settle(self, delivery_id: str, state: str, error: str | None = None,
                retry_in: float = 0.0) -> None:
+        params: dict[str, Any]
         if state == "delivered":
             name, params = "delivered", {"id": delivery_id}
         elif state == "retry":

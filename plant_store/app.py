@@ -1,7 +1,7 @@
 """The composition root: config in, a ready ``falcon.App`` out."""
 
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from typing import Any, TextIO
 
 import falcon
 import falcon.routing
@@ -34,7 +34,7 @@ def create_app(
     config: Config, *, store: Store | None = None, tokens: Tokens | None = None,
     log_stream: TextIO | None = None, webhooks: WebhookWorker | None = None,
     counted: metrics.Metrics | None = None,
-) -> falcon.App:
+) -> falcon.App[falcon.Request, falcon.Response]:
     """Build the service: a WSGI app, for any server or host application.
 
     ``store``: where plants live; the caller that passes it owns it and closes it. Without it,
@@ -63,14 +63,14 @@ def create_app(
     auth = BearerAuth(tokens, public, PUBLIC_PREFIXES,
                       preflight=bool(config.cors_allow_origins),
                       on_refused=counted.refused if counted else _ignore)
-    middleware = [access_log, auth]
+    middleware: list[Any] = [access_log, auth]  # falcon's middleware protocols
     if config.cors_allow_origins:  # first, so its headers reach every answer, 401s too
         origins = config.cors_allow_origins
         middleware.insert(0, _CORS(
             allow_origins="*" if "*" in origins else origins, expose_headers=CORS_EXPOSED))
     router = falcon.routing.CompiledRouter()
     if config.trusted_proxy or config.url_prefix:
-        app: falcon.App = _ForwardedApp(Forwarded(
+        app: falcon.App[falcon.Request, falcon.Response] = _ForwardedApp(Forwarded(
             config.trusted_proxy, config.trusted_proxy_headers.split(),
             config.trusted_proxy_count, config.url_prefix), middleware=middleware, router=router)
     else:  # nothing to rewrite: the plain app, not a call more per request
@@ -112,21 +112,22 @@ def _refuse_defaults(config: Config, store: Store | None, tokens: Tokens | None,
                           "when done), or the deliveries would wait in the outbox unsent")
 
 
-class _ForwardedApp(falcon.App):
+class _ForwardedApp(falcon.App[falcon.Request, falcon.Response]):
     """The app behind :class:`~plant_store.forwarded.Forwarded`: what a trusted proxy says of
     the client, and the URL prefix, applied by the app itself, so every WSGI server and host
     application serves the same paths and URLs."""
 
-    def __init__(self, forwarded: Forwarded, **options: object) -> None:
-        super().__init__(**options)  # type: ignore[arg-type]
+    def __init__(self, forwarded: Forwarded, **options: Any) -> None:
+        super().__init__(**options)
         self._forwarded = forwarded
 
-    def __call__(self, env: dict, start_response: Callable) -> Iterable[bytes]:  # type: ignore[override]
+    def __call__(self, env: dict[str, Any],
+                 start_response: Callable[..., Any]) -> Iterable[bytes]:
         self._forwarded(env)
         return super().__call__(env, start_response)
 
 
-class _CORS(falcon.CORSMiddleware):
+class _CORS(falcon.CORSMiddleware[Any, Any]):
     """Falcon's CORS, plus ``Vary: Origin`` when the answer depends on the origin (a list of
     them, not ``*``), so that a shared cache never gives one origin's answer to another."""
 

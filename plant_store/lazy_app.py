@@ -22,6 +22,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from plant_store import errors, forwarded, metrics, webhooks
 from plant_store.app import create_app
@@ -29,6 +30,9 @@ from plant_store.config import Config
 from plant_store.operational import HEALTHY
 from plant_store.stores import Store, StoreError, one_process_problem, open_store
 from plant_store.tokens import TokenError, TokenFile
+
+if TYPE_CHECKING:  # WSGI's types, in typeshed only (wsgiref.types is 3.11's)
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +42,7 @@ def warn_under_uwsgi(config: Config) -> bool:
     """Under uWSGI with several processes on a one-process store, one error line at start
     (in the master, or the first worker with --lazy-apps); nothing elsewhere. Whether so."""
     try:
-        import uwsgi  # type: ignore[import-not-found]  # only inside uWSGI
+        import uwsgi  # only inside uWSGI
     except ImportError:
         return False
     problem = one_process_problem(config.store, uwsgi.numproc, "uWSGI", "--processes 1")
@@ -67,15 +71,17 @@ class LazyApp:
         self._metrics_dir = metrics_dir
         self._wait = wait_for_owner
         self._building = threading.Lock()
-        self._built: tuple[int | None, Callable | None] = (None, None)  # (PID, app)
+        self._built: tuple[int | None, Callable[..., Iterable[bytes]] | None] = (
+            None, None)  # (PID, app)
         self._failed: tuple[int | None, float, str] = (None, 0.0, "")  # (PID, retry at, why)
         self._health = {"/health", config.url_prefix + "/health"}  # as the app serves it
 
-    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+    def __call__(self, environ: "WSGIEnvironment",
+                 start_response: "StartResponse") -> Iterable[bytes]:
         if "HTTP_X_FORWARDED_SSL" in environ:
             forwarded.undo_server_scheme(environ)
         pid, app = self._built
-        if pid != os.getpid():
+        if pid != os.getpid() or app is None:  # None only with another PID: for mypy
             if environ.get("PATH_INFO") in self._health:  # liveness: the process serves
                 return _alive(environ, start_response)
             app = self._build()
@@ -83,7 +89,7 @@ class LazyApp:
                 return self._unavailable(start_response)
         return app(environ, start_response)
 
-    def _build(self) -> Callable | None:
+    def _build(self) -> Callable[..., Iterable[bytes]] | None:
         pid = os.getpid()
         failed_pid, retry_at, _ = self._failed
         if failed_pid == pid and time.monotonic() < retry_at:
@@ -107,12 +113,12 @@ class LazyApp:
             self._built = (pid, app)
             return app
 
-    def _create(self, lock_timeout: float) -> Callable:
+    def _create(self, lock_timeout: float) -> Callable[..., Iterable[bytes]]:
         store = open_store(self._config, lock_timeout=lock_timeout)
         worker = None
         try:
             counted = metrics.for_config(self._config, store, self._metrics_dir)
-            worker = webhooks.start(self._config, store, counted and counted.attempted)
+            worker = webhooks.start(self._config, store, counted.attempted if counted else None)
             tokens = TokenFile(self._config.token_file)
             app = create_app(self._config, store=store, tokens=tokens, webhooks=worker,
                              counted=counted)
@@ -125,7 +131,7 @@ class LazyApp:
         atexit.register(_close, os.getpid(), store, worker)
         return app
 
-    def _unavailable(self, start_response: Callable) -> list[bytes]:
+    def _unavailable(self, start_response: "StartResponse") -> list[bytes]:
         # Why is in the log only: the data directory, the owner's PID, the database are the
         # operator's to know, not every client's.
         body = errors.document(503, UNAVAILABLE)
@@ -135,7 +141,7 @@ class LazyApp:
         return [body]
 
 
-def _alive(environ: dict, start_response: Callable) -> list[bytes]:
+def _alive(environ: "WSGIEnvironment", start_response: "StartResponse") -> list[bytes]:
     """``GET /health`` before the app is built, or while it cannot be: 200, as the app's own
     answer, without waiting to open a store (a database that is down is not a reason to
     restart this process)."""

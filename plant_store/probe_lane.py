@@ -17,7 +17,7 @@ This relies on waitress's ``create_server(_dispatcher=...)`` and ``channel.reque
 which is why setup.cfg bounds waitress's version.
 """
 
-from waitress.task import ThreadedTaskDispatcher
+from waitress.task import Task, ThreadedTaskDispatcher
 
 PROBES = ("/health", "/ready")
 PROBE_THREADS = 2
@@ -34,7 +34,7 @@ class ProbeLaneDispatcher(ThreadedTaskDispatcher):
         self._probes = ThreadedTaskDispatcher()
         self._probes.set_thread_count(PROBE_THREADS)
 
-    def add_task(self, task) -> None:
+    def add_task(self, task: Task) -> None:
         requests = getattr(task, "requests", None)
         request = requests[0] if requests else None  # a parsed request; maybe a bad one
         if (getattr(request, "command", None) in ("GET", "HEAD")
@@ -43,7 +43,7 @@ class ProbeLaneDispatcher(ThreadedTaskDispatcher):
         else:
             super().add_task(task)
 
-    def shutdown(self, cancel_pending: bool = True, timeout: float = 5) -> bool:
+    def shutdown(self, cancel_pending: bool = True, timeout: int = 5) -> bool:
         done = super().shutdown(cancel_pending, timeout)
         self._probes.shutdown(cancel_pending, 1)
         return done

@@ -17,11 +17,15 @@ import logging
 import socket
 import socketserver
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from plant_store import errors
 from plant_store.probe_lane import PROBES
+
+if TYPE_CHECKING:  # WSGI's types, in typeshed only (wsgiref.types is 3.11's)
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +43,12 @@ class _Quiet(WSGIRequestHandler):
         pass  # the app's access log has the line
 
 
-def serve(app: Callable, host: str, port: int) -> WSGIServer:
+def serve(app: Callable[..., Iterable[bytes]], host: str, port: int) -> WSGIServer:
     """Answer the probes of ``app`` on ``host``:``port`` from a daemon thread; return the
     server (its ``server_port`` is the port, when 0 asked for a free one)."""
 
-    def probes_only(environ: dict, start_response: Callable) -> list[bytes]:
+    def probes_only(environ: "WSGIEnvironment",
+                    start_response: "StartResponse") -> Iterable[bytes]:
         if (environ.get("PATH_INFO") in PROBES
                 and environ.get("REQUEST_METHOD") in ("GET", "HEAD")):
             return app(environ, start_response)
@@ -58,12 +63,12 @@ def serve(app: Callable, host: str, port: int) -> WSGIServer:
     return server
 
 
-def in_uwsgi_workers(app: Callable, host: str, port: int) -> None:
+def in_uwsgi_workers(app: Callable[..., Iterable[bytes]], host: str, port: int) -> None:
     """Serve the probes in each uWSGI worker; outside uWSGI say that the setting does
     nothing there."""
     try:
-        import uwsgi  # type: ignore[import-not-found]  # only inside uWSGI
-        from uwsgidecorators import postfork  # type: ignore[import-not-found]
+        import uwsgi  # only inside uWSGI
+        from uwsgidecorators import postfork
     except ImportError:
         log.warning("probe_port=%d is for uWSGI; this server has probe threads of its own "
                     "(or none): nothing listens there", port)

@@ -4,9 +4,9 @@ the store."""
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-import waitress
+import waitress.server
 from waitress.server import BaseWSGIServer, MultiSocketServer
 
 from plant_store import access_log, metrics, webhooks
@@ -25,7 +25,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def create_server(
-    app: Callable, config: Config, on_refused: Callable[[str, str, int], None] | None = None,
+    app: Callable[..., Iterable[bytes]], config: Config,
+    on_refused: Callable[[str, str, int], None] | None = None,
 ) -> BaseWSGIServer | MultiSocketServer:
     """A waitress server for ``app`` with the configured settings (benchmarks reuse it); a
     host that resolves to several addresses gets a MultiSocketServer. ``on_refused(method,
@@ -33,7 +34,7 @@ def create_server(
     # The URL prefix and the forwarded headers are the app's (plant_store.forwarded), as
     # under any other server: waitress's own would apply them twice, and by default it
     # removes every forwarded header before the app could read it.
-    server = waitress.create_server(
+    server = waitress.server.create_server(
         app, _dispatcher=ProbeLaneDispatcher(config.threads, config.url_prefix),
         host=config.host, port=config.port, threads=config.threads, ident="plant-store",
         clear_untrusted_proxy_headers=False,
@@ -50,7 +51,8 @@ def create_server(
 
 def _urls(server: BaseWSGIServer | MultiSocketServer, prefix: str) -> list[str]:
     listening = (server.effective_listen if isinstance(server, MultiSocketServer)
-                 else [(server.effective_host, server.effective_port)])
+                 # BaseWSGIServer sets both in __init__; typeshed's stub leaves them out.
+                 else [(server.effective_host, server.effective_port)])  # type: ignore[attr-defined]
     return [f"http://{f'[{host}]' if ':' in host else host}:{port}{prefix}"
             for host, port in listening]
 
@@ -61,7 +63,7 @@ def serve(
 ) -> None:
     """Serve until a stop signal, then close ``store``; ``on_ready(url)`` runs once bound."""
     counted = metrics.for_config(config, store)
-    worker = webhooks.start(config, store, counted and counted.attempted)
+    worker = webhooks.start(config, store, counted.attempted if counted else None)
     try:
         app = create_app(config, store=store, tokens=tokens, webhooks=worker, counted=counted)
         server = create_server(app, config,

@@ -12,8 +12,10 @@ fixtures ``plant_store_app`` (a fresh app per test) and ``plant_store_token`` (a
 accepts).
 """
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+
+import falcon
 
 from plant_store.app import create_app
 from plant_store.config import Config
@@ -23,7 +25,9 @@ from plant_store.tokens import StaticTokens
 TOKEN = "plant-store-test-token"  # what the fixtures' app accepts
 
 
-def make_app(tokens: Iterable[str] | Mapping[str, str] = (TOKEN,), **settings: Any) -> Callable:
+def make_app(
+    tokens: Iterable[str] | Mapping[str, str] = (TOKEN,), **settings: Any,
+) -> falcon.App[falcon.Request, falcon.Response]:
     """The service on a new memory store, accepting ``tokens`` (or a mapping of each token
     to its label); ``settings`` as in ``plant-store.ini`` (``url_prefix="/api"``,
     ``page_size=2``...), as Python values or their text."""
@@ -41,5 +45,7 @@ else:
         return TOKEN
 
     @pytest.fixture
-    def plant_store_app(plant_store_token: str) -> Iterator[Callable]:
+    def plant_store_app(
+        plant_store_token: str,
+    ) -> Iterator[falcon.App[falcon.Request, falcon.Response]]:
         yield make_app(tokens=[plant_store_token])

@@ -9,6 +9,8 @@ fails it; it offers them as flags, so ``--help`` shows what matters to it.
 import argparse
 import difflib
 import itertools
+from collections.abc import Sequence
+from typing import Any
 
 from plant_store import __version__, config
 
@@ -31,7 +33,9 @@ class _Parser(argparse.ArgumentParser):
     argument with that command's usage (argparse leaves them to the top, whose usage is no
     help), and a mistyped flag or action with the nearest one it takes."""
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(
+            self, args: Sequence[str] | None = None, namespace: Any = None,
+    ) -> tuple[Any, list[str]]:
         if args is not None and self._subparsers is None:  # a command's own flags: a
             for arg in itertools.takewhile(lambda a: a != "--", args):  # typo before what
                 name = arg.split("=", 1)[0]  # it leaves missing (--lable for --label)
@@ -53,7 +57,7 @@ class _Parser(argparse.ArgumentParser):
         try:
             super()._check_value(action, value)
         except argparse.ArgumentError as exc:
-            near = difflib.get_close_matches(str(value), [str(c) for c in action.choices], 1)
+            near = difflib.get_close_matches(str(value), [str(c) for c in action.choices or ()], 1)
             if not near:
                 raise
             raise argparse.ArgumentError(action, f"{exc.message}; did you mean {near[0]!r}?"
@@ -82,9 +86,9 @@ def _settings(parser: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
                                 f"env {setting.env}]")
 
 
-def _command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, text: str,
+def _command(commands: "argparse._SubParsersAction[_Parser]", name: str, text: str,
              settings: tuple[str, ...] | None = (),
-             reads: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+             reads: tuple[str, ...] = ()) -> _Parser:
     """A command: ``text`` is its line in the parent's list and its own description;
     ``settings`` None for a group of commands (which takes no settings itself). The command
     reads ``settings`` and ``reads`` (not offered as flags: the store, only to refuse one
@@ -96,8 +100,8 @@ def _command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]", na
     return parser
 
 
-def _group(commands: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, text: str,
-           dest: str) -> "argparse._SubParsersAction[argparse.ArgumentParser]":
+def _group(commands: "argparse._SubParsersAction[_Parser]", name: str, text: str,
+           dest: str) -> "argparse._SubParsersAction[_Parser]":
     parser = _command(commands, name, text, None)
     return parser.add_subparsers(dest=dest, required=True, metavar="ACTION")
 

@@ -130,7 +130,7 @@ def _origins(text: str) -> tuple[str, ...]:
                               or port == -1 or parts.path or parts.query or parts.fragment):
             raise ValueError(f"{origin!r} is not an origin (scheme://host[:port]) or *")
         if origin != "*":
-            scheme, host = parts.scheme.lower(), parts.hostname
+            scheme, host = parts.scheme.lower(), parts.hostname or ""  # not "": refused above
             host = f"[{host}]" if ":" in host else host
             default = {"http": 80, "https": 443}[scheme]
             origin = f"{scheme}://{host}" + (f":{port}" if port and port != default else "")

@@ -23,8 +23,9 @@ import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
+from prometheus_client.metrics_core import Metric
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -68,7 +69,7 @@ def merge_ended(directory: str, pid: int) -> bool:
     return True
 
 
-def _write(path: str, metrics) -> None:
+def _write(path: str, metrics: Iterable[Metric]) -> None:
     """Raw (not cumulative) samples, keyed as the client keys them in a worker's file."""
     archive = MmapedDict(path)
     try:

@@ -52,7 +52,8 @@ class Ticket:
     __slots__ = ("durable", "key", "undo")
 
     def __init__(self, key: Hashable, undo: Callable[[], None]) -> None:
-        self.key, self.undo, self.durable = key, undo, None
+        self.key, self.undo = key, undo
+        self.durable: bool | None = None
 
 
 class AppendLog:

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from plant_store import regular_files
 from plant_store.durable import fsync_dir
@@ -85,14 +85,14 @@ class JsonFileStore(Store):
             if stored is not None:
                 return replay(journal.decode_plant(stored[1]), plant), False
 
-            def apply():
+            def apply() -> Callable[[], None]:
                 seq = self._order.add(plant.id)
                 self._index[plant.id] = (seq, record)
                 for delivery in owed:
                     self._outbox.add(delivery)
                 self._records += 1
 
-                def undo():
+                def undo() -> None:
                     del self._index[plant.id]
                     self._order.remove(seq)
                     for delivery in owed:
@@ -111,12 +111,12 @@ class JsonFileStore(Store):
             if stored is None:
                 return False
 
-            def apply():
+            def apply() -> Callable[[], None]:
                 del self._index[plant_id]
                 self._order.remove(stored[0])
                 self._records += 1
 
-                def undo():
+                def undo() -> None:
                     self._index[plant_id] = stored
                     self._order.add(plant_id, stored[0])
                     self._records -= 1
@@ -161,11 +161,11 @@ class JsonFileStore(Store):
             if delivery_id not in self._outbox:
                 raise KeyError(delivery_id)
 
-            def apply():
+            def apply() -> Callable[[], None]:
                 before = self._outbox.settle(delivery_id, state, error)
                 self._records += 1
 
-                def undo():
+                def undo() -> None:
                     self._outbox.restore(before)
                     self._records -= 1
                 return undo
@@ -317,4 +317,9 @@ def inspect(data_dir: str) -> journal.Journal:
 
 
 _open_stores: "weakref.WeakSet[JsonFileStore]" = weakref.WeakSet()
-os.register_at_fork(after_in_child=lambda: [store._forked() for store in list(_open_stores)])
+def _forked_all() -> None:
+    for store in list(_open_stores):
+        store._forked()
+
+
+os.register_at_fork(after_in_child=_forked_all)

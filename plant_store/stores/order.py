@@ -9,6 +9,7 @@ never passes more dead entries than live ones in all and memory stays about 16 b
 
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterator
 
 MIN_REBUILD = 1024  # tombstones kept at least, so small stores do not rebuild on every delete
 
@@ -58,7 +59,7 @@ class CreationOrder:
                     break
         return entries
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[int, int]]:
         dead = self._dead
         return ((seq, plant_id) for seq, plant_id in zip(self._seqs, self._ids, strict=True)
                 if seq not in dead)

@@ -111,5 +111,5 @@ class Outbox:
     def __len__(self) -> int:
         return len(self._items)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Delivery]:
         return iter(self._items.values())

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from plant_store.config import Config
 from plant_store.schemas import id_from_text
-from plant_store.stores import Plant, StoreError, jsonfile, open_store
+from plant_store.stores import Plant, Store, StoreError, jsonfile, open_store
 from plant_store.stores.journal import INT64_MAX, INT64_MIN, decode_plant
 
 PAGE = 1000
@@ -50,7 +50,7 @@ def get(config: Config, plant_id: int) -> Plant | None:
         return store.get(plant_id)
 
 
-def _shared(config: Config):
+def _shared(config: Config) -> Store:
     if config.store == "memory":
         raise StoreError("store=memory keeps its plants inside its server's process only: "
                          "ask the server (GET /plants)")

@@ -19,8 +19,10 @@ import falcon
 from plant_store.operational import DOCUMENT
 
 _OURS = importlib.resources.files("plant_store")
+# swagger-ui-py is a dependency, and a package: find_spec finds it, with its folder.
 _SWAGGER_UI = pathlib.Path(
-    importlib.util.find_spec("swagger_ui").submodule_search_locations[0], "static")
+    importlib.util.find_spec("swagger_ui").submodule_search_locations[0],  # type: ignore[union-attr, index]
+    "static")
 
 JS = "text/javascript; charset=utf-8"
 CSS = "text/css; charset=utf-8"

@@ -33,6 +33,9 @@ import tempfile
 import threading
 
 from gunicorn import glogging
+from gunicorn.arbiter import Arbiter
+from gunicorn.config import Config
+from gunicorn.workers.base import Worker
 from prometheus_client import multiprocess
 
 from plant_store import config as _config  # 'config' is one of gunicorn's settings
@@ -41,6 +44,7 @@ from plant_store.stores import one_process_problem
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 
+_made: str | None  # the directory this module made, to remove at exit
 if not os.environ.get(ENV):
     os.environ[ENV] = _made = tempfile.mkdtemp(prefix="plant-store-metrics-")
 else:
@@ -66,7 +70,7 @@ class _Logger(glogging.Logger):
     """gunicorn's logger, its lines in the service's ``log_format`` (gunicorn makes its
     handlers anew at start and at each reload, in ``setup``)."""
 
-    def setup(self, cfg: object) -> None:
+    def setup(self, cfg: Config) -> None:
         super().setup(cfg)
         try:
             log_format = _config.load(os.environ.get("PLANT_STORE_CONFIG"), os.environ,
@@ -80,7 +84,7 @@ class _Logger(glogging.Logger):
 logger_class = f"{__name__}._Logger"
 
 
-def on_starting(server) -> None:
+def on_starting(server: Arbiter) -> None:
     """Refuse to start, in one line, with a store that serves one process and more than one
     worker, or a directory the workers could not write."""
     _refuse_workers_that_cannot_share(server.cfg.workers)
@@ -121,14 +125,16 @@ _ended: set[int] = set()  # PIDs of ended workers whose files are still to merge
 _merging = threading.Lock()
 
 
-def child_exit(server, worker) -> None:
+def child_exit(server: Arbiter, worker: Worker) -> None:
     """Fold an ended worker's counts into the archive, and those of any whose merge was
     put off. gunicorn calls this in the master's SIGCHLD handler, which another worker's
     end may interrupt: the inner call then only adds its PID, for the next call. A PID put
     off and since given to a new worker waits for that one's end."""
     directory = os.environ[ENV]
-    multiprocess.mark_process_dead(worker.pid, directory)
-    _ended.add(worker.pid)
+    # The master sets pid to the child's after the fork; typeshed has the "[booting]" str.
+    ended: int = worker.pid  # type: ignore[assignment]
+    multiprocess.mark_process_dead(ended, directory)
+    _ended.add(ended)
     if not _merging.acquire(blocking=False):
         return
     try:
@@ -138,6 +144,8 @@ def child_exit(server, worker) -> None:
                     _ended.discard(pid)
             except Exception:  # raised here, it would end the master
                 _ended.discard(pid)
-                server.log.exception("metrics of ended worker %d left unmerged", pid)
+                # The arbiter has its log from setup(), before any worker ends.
+                server.log.exception(  # type: ignore[union-attr]
+                    "metrics of ended worker %d left unmerged", pid)
     finally:
         _merging.release()

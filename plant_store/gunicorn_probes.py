@@ -24,10 +24,13 @@ import contextlib
 import selectors
 import socket
 import sys
+import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
 
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn.http import RequestParser
+from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from plant_store.probe_lane import PROBE_THREADS, PROBES
 
@@ -60,6 +63,11 @@ class ProbeLaneWorker(ThreadWorker):
     connections, and ends when none is left, or after ``graceful_timeout`` (a client that
     connected and never sends cannot keep it)."""
 
+    # ThreadWorker's own, as read in gunicorn 23, which typeshed's stub leaves out.
+    _lock: "threading.RLock"
+    _keep: "collections.deque[TConn]"
+    _wrap_future: "Callable[[futures.Future[tuple[bool, TConn]], TConn], None]"
+
     def init_process(self) -> None:
         self._probes = futures.ThreadPoolExecutor(PROBE_THREADS,
                                                   thread_name_prefix="plant-store-probe")
@@ -74,7 +82,7 @@ class ProbeLaneWorker(ThreadWorker):
         self.poller.register(self._waker[0], selectors.EVENT_READ, self._woken)
         super().run()
 
-    def _woken(self, sock) -> None:
+    def _woken(self, sock: socket.socket) -> None:
         with contextlib.suppress(OSError):
             sock.recv(4096)
 
@@ -82,12 +90,12 @@ class ProbeLaneWorker(ThreadWorker):
         with contextlib.suppress(OSError):
             self._waker[1].send(b"x")
 
-    def finish_request(self, fs) -> None:
+    def finish_request(self, fs: "futures.Future[tuple[bool, TConn]]") -> None:
         super().finish_request(fs)
         if self._draining:
             self._wake()  # perhaps the last connection: the loop looks at once
 
-    def handle_request(self, req, conn):
+    def handle_request(self, req: RequestParser, conn: TConn) -> bool:
         keepalive = super().handle_request(req, conn)
         if self.nr >= self._recycle_at and self.alive:
             if not self._draining:
@@ -117,7 +125,7 @@ class ProbeLaneWorker(ThreadWorker):
                 or time.monotonic() - self._draining > self.cfg.graceful_timeout):
             self.alive = False
 
-    def enqueue_req(self, conn) -> None:
+    def enqueue_req(self, conn: TConn) -> None:
         head = b""
         if not self.cfg.is_ssl:
             with contextlib.suppress(OSError, ValueError):

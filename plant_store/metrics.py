@@ -23,6 +23,7 @@ stale when it ends. See :mod:`plant_store.gunicorn_hooks` for making the directo
 
 import bisect
 import collections
+from collections.abc import Iterator
 from typing import Any
 
 import falcon
@@ -34,7 +35,7 @@ from prometheus_client import (
     Histogram,
     disable_created_metrics,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -141,7 +142,7 @@ class Metrics(StoreObserver):
     def _route_of(self, path: str) -> str:
         """The route template the router would choose for ``path``, or ``unmatched``."""
         found = self.router.find(path) if self.router and path.startswith("/") else None
-        return found[3] if found else UNMATCHED
+        return found[3] or UNMATCHED if found else UNMATCHED  # a match has its template
 
     def refused_by_server(self, method: str, path: str, status: int) -> None:
         """A request the server answered itself (waitress's 400, 413, 431, 501), which the
@@ -239,7 +240,7 @@ class _OutboxGauges:
     def describe(self) -> list[Any]:
         return []  # collected at scrape time only
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         try:
             owed, dead = self._store.outbox_counts()
         except StoreUnavailable:

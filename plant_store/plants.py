@@ -19,7 +19,7 @@ from plant_store.schemas import (
     id_from_text,
     load_new_plant,
 )
-from plant_store.stores import Conflict, Store, StoreUnavailable
+from plant_store.stores import Conflict, Plant, Store, StoreUnavailable
 
 INT32_MAX = JsonInteger(32).maximum  # the bounds the schemas use
 _LIMIT = re.compile(r"[0-9]{1,10}")
@@ -56,8 +56,8 @@ class PlantsResource:
         if unknown:
             raise falcon.HTTPBadRequest(
                 description=f"{unknown[0]}: Not a parameter here; use limit and cursor.")
-        limit = _query(req, "limit", _LIMIT, _LIMIT_RULE)
-        limit = self._page_size if limit is None else int(limit)
+        given = _query(req, "limit", _LIMIT, _LIMIT_RULE)
+        limit = self._page_size if given is None else int(given)
         if not 1 <= limit <= INT32_MAX:
             raise _bad_param("limit", _LIMIT_RULE)
         cursor = _query(req, "cursor", _CURSOR, "Must be a cursor from a Link header.")
@@ -92,7 +92,7 @@ class PlantsResource:
         resp.data = orjson.dumps(dump_plant(stored))
         resp.content_type = falcon.MEDIA_JSON
 
-    def _load_new_plant(self, req: falcon.Request):
+    def _load_new_plant(self, req: falcon.Request) -> Plant:
         content_type = req.content_type
         if content_type != falcon.MEDIA_JSON and (  # the usual header, exactly, is not parsed
                 (content_type or "").partition(";")[0].strip().lower() != falcon.MEDIA_JSON):

@@ -5,7 +5,7 @@ a tag. Unknown fields are allowed by the seed's schema, so they are dropped, not
 """
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump, post_load
 
@@ -61,9 +61,9 @@ class ErrorSchema(Schema):
 
 _new_plant = NewPlantSchema()
 _new_tuple = tuple.__new__  # a Plant built in C; the named tuple's own __new__ is Python
-_ID = _new_plant.fields["id"]
+_ID = cast(JsonInteger, _new_plant.fields["id"])
 _ID_TEXT = re.compile(r"-?[0-9]{1,19}")  # ASCII digits: no '+1', ' 1', '1_000', no Arabic-Indic
-ID_RULE = _ID.error_messages["invalid"]  # the words for a bad id, in a body or elsewhere
+ID_RULE = cast(str, _ID.error_messages["invalid"])  # the words for a bad id, in a body or elsewhere
 
 
 def id_from_text(text: str) -> int | None:
@@ -85,7 +85,8 @@ def load_new_plant(document: dict[str, Any]) -> Plant:
     if (type(plant_id) is int and _ID.minimum <= plant_id <= _ID.maximum
             and type(name) is str and type(tag) is str):
         return _new_tuple(Plant, (plant_id, name, document.get("tag")))
-    return _new_plant.load(document)
+    plant: Plant = _new_plant.load(document)  # the schema's post_load makes a Plant
+    return plant
 
 
 def dump_plant(plant: Plant) -> dict[str, Any]:

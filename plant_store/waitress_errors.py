@@ -39,15 +39,18 @@ class JsonErrorTask(ErrorTask):
     """Waitress's ErrorTask with the Error JSON for a body."""
 
     def execute(self) -> None:
-        error = self.request.error
-        on_refused = self.channel.on_refused
+        # Waitress gives an ErrorTask its parser (typeshed says an Error), whose .error this
+        # is; its channel is a JsonErrorChannel, the one class that uses this task.
+        error = self.request.error  # type: ignore[attr-defined]
+        on_refused = self.channel.on_refused  # type: ignore[attr-defined]
         if on_refused is not None:  # the metrics: the app never sees these requests
             # A request refused in its first line has no method or path yet.
             on_refused(getattr(self.request, "command", None) or "",
                        getattr(self.request, "path", None) or "", error.code)
         body = errors.document(error.code, _message(error, self.channel.adj))
         self.status = f"{error.code} {error.reason}"
-        self.response_headers.append(("Content-Type", "application/json"))
+        # A list in waitress; typeshed's Sequence forbids the append it does itself.
+        self.response_headers.append(("Content-Type", "application/json"))  # type: ignore[attr-defined]
         self.set_close_on_finish()
         self.content_length = len(body)
         self.write(body)
@@ -62,7 +65,8 @@ class JsonErrorChannel(HTTPChannel):
     def send_continue(self) -> None:
         # Waitress would invite the body of an 'Expect: 100-continue' request it has already
         # refused (a Content-Length over the limit), then read it up to the limit.
-        if self.request.error is None:
+        # send_continue runs for a request being read: self.request is never None here.
+        if self.request.error is None:  # type: ignore[union-attr]
             super().send_continue()
 
 
@@ -74,7 +78,9 @@ def use_json_errors(
     channel; ``on_refused(method, path, status)`` is told of each error it answers."""
     channel = type("JsonErrorChannel", (JsonErrorChannel,),
                    {"on_refused": staticmethod(on_refused) if on_refused else None})
-    listeners = server.map.values() if isinstance(server, MultiSocketServer) else [server]
+    # create_server always gives a MultiSocketServer its map: never None here.
+    listeners = (server.map.values()  # type: ignore[union-attr]
+                 if isinstance(server, MultiSocketServer) else [server])
     for listener in listeners:
         if isinstance(listener, BaseWSGIServer):  # not the map's wake-up triggers
             listener.channel_class = channel

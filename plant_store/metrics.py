@@ -142,7 +142,7 @@ class Metrics(StoreObserver):
     def _route_of(self, path: str) -> str:
         """The route template the router would choose for ``path``, or ``unmatched``."""
         found = self.router.find(path) if self.router and path.startswith("/") else None
-        return found[3] or UNMATCHED if found else UNMATCHED  # a match has its template
+        return (found[3] or UNMATCHED) if found else UNMATCHED  # a match has its template
 
     def refused_by_server(self, method: str, path: str, status: int) -> None:
         """A request the server answered itself (waitress's 400, 413, 431, 501), which the

@@ -59,13 +59,17 @@ def acquire(path: str, timeout: float = 0.0) -> int:
     deadline = time.monotonic() + timeout
     directory = os.path.abspath(os.path.dirname(path))
     try:
-        waiting = False
+        waiting, unnamed = False, 0
         while not _try_lock(fd):
             if _ours(fd):
                 raise StoreLocked(f"this process already has {directory} open: one store per "
                                   "data directory per process; close it first, or share it "
                                   "(create_app(config, store=...))")
             owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            if owner == "unknown" and unnamed < 20:  # locked, its PID not yet written
+                unnamed += 1
+                time.sleep(0.005)
+                continue
             left = deadline - time.monotonic()
             if left <= 0:
                 raise StoreLocked(

@@ -21,7 +21,15 @@ from plant_store import (
     transfer,
     webhooks,
 )
-from plant_store.stores import DataDirError, JsonFileStore, Store, StoreError, jsonfile, open_store
+from plant_store.stores import (
+    DataDirError,
+    JsonFileStore,
+    Store,
+    StoreError,
+    jsonfile,
+    needs_driver,
+    open_store,
+)
 from plant_store.stores.lock import StoreLocked
 from plant_store.tokens import TokenError, TokenFile, TokenFileError
 from plant_store.words import counted
@@ -266,10 +274,11 @@ def _hand_over(cfg: config.Config, chosen: list[str], letters: str) -> int:
 
 
 def _db(args: argparse.Namespace, cfg: config.Config) -> int:
-    import psycopg  # only when used
+    with needs_driver():  # only when used
+        import psycopg
 
-    from plant_store.stores.postgres import connection, schema
-    from plant_store.stores.postgres.queries import QUERIES
+        from plant_store.stores.postgres import connection, schema
+        from plant_store.stores.postgres.queries import QUERIES
 
     if not cfg.database_url:
         raise StoreError("set database_url (or --database-url) to the PostgreSQL database")

@@ -1,5 +1,8 @@
 """Store implementations behind one interface, chosen by the ``store`` setting."""
 
+import contextlib
+from collections.abc import Iterator
+
 from plant_store.config import Config
 from plant_store.stores.base import (
     Conflict,
@@ -41,12 +44,26 @@ def one_process_problem(store: str, workers: int, server: str, one: str) -> str 
             f"use {one} with --threads, or store = postgresql")
 
 
+@contextlib.contextmanager
+def needs_driver() -> Iterator[None]:
+    """Imports of the PostgreSQL driver, which is an extra: its absence in one line."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("psycopg", "psycopg_pool"):
+            raise
+        raise StoreError("store = postgresql needs the PostgreSQL driver, an extra: "
+                         "pip install '.[postgresql]' in the clone (or the wheel with "
+                         "[postgresql])") from None
+
+
 def open_store(config: Config, *, lock_timeout: float | None = None) -> Store:
     """The configured store. The memory and JSON-file stores hold ``data_dir``'s lock,
     waiting for its owner to let go up to ``lock_timeout`` seconds (``config.lock_timeout``
     when None); the PostgreSQL store is shared, and applies pending migrations."""
     if config.store == "postgresql":
-        from plant_store.stores.postgres import PostgresStore  # psycopg only when used
+        with needs_driver():
+            from plant_store.stores.postgres import PostgresStore  # psycopg only when used
 
         return PostgresStore(config.database_url, pool_size=config.database_pool_size,
                              timeout=config.database_timeout,

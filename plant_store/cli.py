@@ -7,7 +7,9 @@ unknown token label) ends with one line on stderr and exit status 2, not a trace
 
 import argparse
 import errno
+import logging
 import os
+import shlex
 import socket
 import sys
 
@@ -35,6 +37,7 @@ from plant_store.tokens import TokenError, TokenFile, TokenFileError
 from plant_store.words import counted
 
 FIRST_TOKEN_LABEL = "initial"
+log = logging.getLogger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +111,14 @@ def _serve(cfg: config.Config, tokens: TokenFile) -> int:
     def announce(url: str) -> None:
         """Once listening, make the first token if there is no token file, and show it this
         once. An empty file is kept: its tokens were revoked, and a restart must not undo
-        that."""
+        that. Not when standard output is the journal (systemd says so in JOURNAL_STREAM):
+        a token written there is readable by whoever reads the logs; say how to make one."""
+        if os.environ.get("JOURNAL_STREAM"):
+            if not tokens.entries():
+                log.warning("no tokens in %s: every API request is refused (401) until one is "
+                            "made: plant-store token add --token-file %s --label LABEL",
+                            os.path.abspath(tokens.path), shlex.quote(tokens.path))
+            return
         token = tokens.add_first(FIRST_TOKEN_LABEL)
         if token is not None:
             print(_first_token_message(token, url, os.path.abspath(tokens.path)), flush=True)

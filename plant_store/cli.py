@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 
 def main(argv: list[str] | None = None) -> int:
     args = cli_args.parser().parse_args(argv)
+    if args.command == "config":  # config example: the settings' table, no value read
+        print(config.example_ini(), end="")
+        return 0
     if args.command == "webhooks" and args.webhooks_command == "secret":
         print(webhooks.new_secret())  # no settings read: the one set may be what it replaces
         return 0

@@ -18,7 +18,8 @@ DESCRIPTION = "Plant Store: a small WSGI service that keeps a store of plants."
 EPILOG = """\
 Settings, lowest precedence first: their defaults, an INI file (--config FILE or
 PLANT_STORE_CONFIG), environment variables (PLANT_STORE_PORT=9000), flags (--port 9000).
-'plant-store COMMAND --help' shows a command's settings; conf/plant-store.ini lists them all.
+'plant-store COMMAND --help' shows a command's settings; 'plant-store config example'
+lists them all.
 """
 
 ALL = tuple(s.name for s in config.SETTINGS)
@@ -141,6 +142,10 @@ def parser() -> argparse.ArgumentParser:
     resend.add_argument("ids", nargs="*", metavar="ID", help="delivery ids; none means all")
     _command(hooks, "secret", "print a new whsec_ secret for webhook_secret; reads no settings",
              None)
+
+    settings = _group(commands, "config", "the settings", "config_command")
+    _command(settings, "example", "print every setting with its default and what it does, "
+                                  "as an INI file to edit (conf/plant-store.ini is this)", None)
 
     _command(commands, "check", "read the JSON-file store and report its state; changes "
                                 "nothing, works beside a running server", ("data_dir",), ("store",))

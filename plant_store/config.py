@@ -10,6 +10,7 @@ import binascii
 import configparser
 import os
 import re
+import textwrap
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -381,6 +382,28 @@ class Config:
         pairs = ", ".join(f"{s.name}={'...' if s.name in SECRETS else repr(getattr(self, s.name))}"
                           for s in SETTINGS)
         return f"Config({pairs})"
+
+
+EXAMPLE_HEADER = f"""\
+# Plant Store configuration: every setting, with its default.
+# Use it with `plant-store serve --config plant-store.ini`.
+# Precedence, lowest first: defaults, this file, {ENV_PREFIX}<SETTING> environment
+# variables (e.g. {ENV_PREFIX}PORT=9000), command-line flags (e.g. --port 9000).
+
+[{SECTION}]
+"""
+
+
+def example_ini() -> str:
+    """Every setting with its default and its help, as an INI file to edit: what
+    ``plant-store config example`` prints, and ``conf/plant-store.ini`` holds."""
+    blocks = []
+    for setting in SETTINGS:
+        text = f"{setting.help} Environment: {setting.env}; flag: {setting.flag}."
+        lines = textwrap.wrap(text, 86, break_on_hyphens=False, break_long_words=False)
+        blocks.append("".join(f"# {line}\n" for line in lines)
+                      + f"{setting.name} = {setting.default}".rstrip() + "\n")
+    return EXAMPLE_HEADER + "".join("\n" + block for block in blocks)
 
 
 def _text(value: Any) -> str:

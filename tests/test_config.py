@@ -3,6 +3,8 @@
 import base64
 import configparser
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -178,3 +180,13 @@ def test_an_ini_file_is_still_checked_whole_for_unknown_names(tmp_path):
     ini.write_text("[plant-store]\nprot = 80\n")
     with pytest.raises(ConfigError, match="unknown setting 'prot'"):
         load(str(ini), only={"data_dir"})
+
+
+def test_the_example_file_is_what_config_example_prints():
+    """A pip install has no conf/: 'plant-store config example' gives the same file."""
+    from plant_store.config import example_ini
+
+    assert EXAMPLE.read_text() == example_ini()
+    done = subprocess.run([sys.executable, "-m", "plant_store", "config", "example"],
+                          capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, example_ini())

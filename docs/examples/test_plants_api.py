@@ -1,6 +1,7 @@
 """Your own tests against Plant Store, with WebTest: copy this file and run ``pytest``.
 
-``pip install plant-store webtest pytest``. The ``plant_store.testing`` plugin gives each test a
+``pip install /path/to/plant-store webtest pytest`` (the clone, or its built wheel). The
+``plant_store.testing`` plugin gives each test a
 fresh app on a memory store (``plant_store_app``) and a token it accepts
 (``plant_store_token``); nothing is written to disk.
 """

@@ -26,6 +26,10 @@ source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "_generated", "examples", "Thumbs.db", ".DS_Store"]
 myst_heading_anchors = 3
 
+# Literal blocks are sessions, settings and configuration files, not Python: shown as
+# written unless a block names its language.
+highlight_language = "none"
+
 html_theme = "furo"
 html_title = "Plant Store"
 html_static_path: list[str] = []

@@ -43,7 +43,8 @@ def settings_rst() -> str:
 
 
 def _literal(text: str) -> list[str]:
-    return ["::", "", *("    " + line if line.strip() else "" for line in text.splitlines()), ""]
+    body = ("    " + line if line.strip() else "" for line in text.splitlines())
+    return [".. code-block:: text", "", *body, ""]
 
 
 def http_rst() -> str:

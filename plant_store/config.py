@@ -199,7 +199,8 @@ SETTINGS: tuple[Setting, ...] = (
             "Most connections waitress holds open, counting its own listening socket and "
             "wake-up pipe (at most 1000: it watches them with select()); later clients wait "
             "unanswered until one closes. Clients that send slowly can hold them all "
-            "(slowloris): on a public port, put a proxy in front (see the README).", unit="N"),
+            "(slowloris): on a public port, put a proxy in front (see docs/deploying.rst).",
+            unit="N"),
     Setting("channel_timeout", _int_in(1, 86400), "120",
             "Seconds a connection may go without sending or receiving a byte, outside a "
             "request the app is handling, before waitress closes it (checked every 30 s, or "

@@ -1,4 +1,5 @@
-"""README.rst's shell sessions, parsed and run in order in one bash, as a reader would.
+"""The shell sessions of README.rst and the documentation pages (:data:`PAGES`, in that
+order), parsed and run in order in one bash, as a reader would.
 
 What a session is: a literal block whose first line starts with ``$ ``. Each ``$ `` line
 (with its ``\\``-continued lines) is a command; the lines after it, up to the next ``$ ``,
@@ -7,13 +8,18 @@ stands for any number of lines and ``...`` inside a line for any text. A literal
 after a paragraph saying "Save this as ``NAME``" is written to NAME before the sessions
 after it run.
 
-Only what must vary is normalized, on both sides: the ports (the README's 8080, 8081,
+Only what must vary is normalized, on both sides: the ports (the pages' 8080, 8081,
 8082 and 9000 become free ports), the clone's directory (``/srv/plant-store`` in the
-README), tokens, delivery ids, times and PIDs.
+pages), tokens, delivery ids, times and PIDs.
+
+Every page of ``docs/`` that holds a session must be in :data:`PAGES`, in the order a reader
+follows them (each goes on from the state the one before left: a server running, plants
+stored); tests/test_readme_sessions.py checks that none is left out.
 """
 
 import contextlib
 import os
+import pathlib
 import re
 import select
 import signal
@@ -22,6 +28,17 @@ import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+# The pages whose sessions run, in this order, in one shell: relative to the clone.
+PAGES = (
+    "README.rst",
+    "docs/tutorial.rst",  # a token, serve, create, list, delete, webhooks, health, tokens
+    "docs/settings.rst",  # bad values, beside the tutorial's running server
+    "docs/durability.rst",  # check; the server stopped; compact
+    "docs/postgresql.rst",  # two instances on one database, then back to the JSON file
+    "docs/backups.rst",  # export and import
+)
 
 README_PORTS = (8080, 8081, 8082, 9000)
 README_CLONE = "/srv/plant-store"
@@ -36,9 +53,10 @@ NORMALIZE = (
 
 @dataclass
 class Step:
-    line: int  # in README.rst
+    line: int  # in its page
     command: str
     expected: list[str]
+    page: str = ""
 
 
 @dataclass
@@ -47,11 +65,24 @@ class Block:
     intro: str  # the paragraph before the block
     text: str
     steps: list[Step] = field(default_factory=list)
+    page: str = ""
 
     @property
     def save_as(self) -> str | None:
         match = re.search(r"[Ss]ave (?:this|it) as ``([^`]+)``", self.intro)
         return match.group(1) if match else None
+
+
+def page_blocks(pages: tuple[str, ...] = PAGES) -> list[Block]:
+    """Every literal block of the pages, page after page, each step naming its page."""
+    blocks = []
+    for page in pages:
+        for block in literal_blocks((ROOT / page).read_text("utf-8")):
+            block.page = page
+            for step in block.steps:
+                step.page = page
+            blocks.append(block)
+    return blocks
 
 
 def literal_blocks(text: str) -> list[Block]:
@@ -105,7 +136,7 @@ def _steps(block: Block) -> list[Step]:
 
 
 def normalize(text: str, ports: dict[int, int], clone: str) -> str:
-    """The actual output's varying parts in the README's words."""
+    """The actual output's varying parts in the pages' words."""
     text = text.replace(clone, README_CLONE)
     for readme, real in ports.items():
         text = re.sub(rf"\b{real}\b", str(readme), text)

@@ -25,3 +25,20 @@ def test_no_tracked_file_points_outside_the_clone():
                and "../shared" in (ROOT / name).read_text(errors="replace")
                and name != "tests/test_docs.py"]
     assert outside == []
+
+
+def test_the_readmes_first_request_is_the_tutorials_tested_one():
+    """README.rst's first request is not run itself; each of its commands is one that the
+    tutorial's sessions run (tests/test_readme_sessions.py), the venv's path aside."""
+    import sessions
+
+    def commands(text):
+        return [" ".join(line.replace("\\\n", " ").split()) for line in text]
+
+    readme = (ROOT / "README.rst").read_text()
+    block = re.search(r"then list the plants::\n\n(.*?)\n\n", readme, re.DOTALL).group(1)
+    shown = commands(re.split(r"\n(?=    \S)", block.replace(".venv/bin/", "")))
+    tested = commands(step.command for block in sessions.page_blocks(("docs/tutorial.rst",))
+                      for step in block.steps)
+    assert len(shown) == 3
+    assert [command for command in shown if command not in tested] == []

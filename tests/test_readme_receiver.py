@@ -1,5 +1,6 @@
-"""The receiver example in README.rst, run as written against a real server: it takes the
-server's delivery once, and refuses what did not come from the store as sent."""
+"""The receiver example of the tutorial (docs/tutorial.rst), run as written against a real
+server: it takes the server's delivery once, and refuses what did not come from the store
+as sent."""
 
 import pathlib
 import re
@@ -13,16 +14,16 @@ from standardwebhooks import Webhook
 from plant_store import webhooks
 from serverproc import Server, free_port, http_request, run_cli
 
-README = pathlib.Path(__file__).parent.parent / "README.rst"
+TUTORIAL = pathlib.Path(__file__).parent.parent / "docs" / "tutorial.rst"
 
 
 def receiver_source():
-    text = README.read_text("utf-8")
+    text = TUTORIAL.read_text("utf-8")
     block = re.search(r"same secret\)::\n\n(.*?)\n\S", text, re.DOTALL).group(1)
     return textwrap.dedent(block)
 
 
-def test_the_readme_receiver_verifies_and_dedupes(tmp_path):
+def test_the_tutorial_receiver_verifies_and_dedupes(tmp_path):
     script = tmp_path / "receiver.py"
     script.write_text(receiver_source())
     port = free_port()

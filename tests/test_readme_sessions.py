@@ -1,8 +1,8 @@
-"""Every shell session in README.rst runs, in order, against real servers, and prints what
-the README shows (tests/sessions.py says how sessions are read and what is normalized)."""
+"""Every shell session in README.rst and the documentation pages runs, in order, against
+real servers, and prints what the page shows (tests/sessions.py says which pages, in which
+order, how sessions are read and what is normalized)."""
 
 import os
-import pathlib
 import re
 import sys
 
@@ -11,8 +11,7 @@ import pytest
 import sessions
 from serverproc import free_port
 
-README = pathlib.Path(__file__).resolve().parent.parent / "README.rst"
-DATABASE_URL = "postgresql://plants@localhost/plants"  # the README's database
+DATABASE_URL = "postgresql://plants@localhost/plants"  # the pages' database
 BACKGROUND = re.compile(r"(?<!&)&(?!&)\s*(?:\w+=\$!)?\s*$")  # "cmd &", "cmd & PID=$!"
 
 
@@ -29,9 +28,9 @@ def _port_of(command, ports):
 
 @pytest.fixture
 def readme_database(request):
-    """The README's database, made as its PostgreSQL section says, on the test cluster,
-    when the README has that section."""
-    if "CREATE ROLE" not in README.read_text():
+    """The pages' database, made as docs/postgresql.rst says, on the test cluster, when a
+    page has that block."""
+    if not any(b.text.startswith("CREATE ROLE") for b in sessions.page_blocks()):
         yield None
         return
     postgres = request.getfixturevalue("postgres")
@@ -64,8 +63,8 @@ def test_every_readme_session_runs_and_prints_what_the_readme_shows(tmp_path,
                 "postgres@", "plants@"))
         return text
 
-    blocks = sessions.literal_blocks(README.read_text())
-    assert sum(len(b.steps) for b in blocks) > 20, "the README's sessions were not found"
+    blocks = sessions.page_blocks()
+    assert sum(len(b.steps) for b in blocks) > 20, "the pages' sessions were not found"
     shell = sessions.Shell(str(clone), env)
     try:
         for block in blocks:
@@ -84,8 +83,19 @@ def test_every_readme_session_runs_and_prints_what_the_readme_shows(tmp_path,
                 actual = "\n".join(line.rstrip() for line in actual.rstrip("\n").split("\n"))
                 actual = actual + "\n" if actual else ""
                 assert sessions.matches(step.expected, actual), (
-                    f"README.rst line {step.line}: $ {step.command}\n"
-                    f"--- the README shows:\n" + "\n".join(step.expected) +
+                    f"{step.page} line {step.line}: $ {step.command}\n"
+                    f"--- the page shows:\n" + "\n".join(step.expected) +
                     f"\n--- it printed (exit status {status}):\n{actual}")
     finally:
         shell.close()
+
+
+def test_every_page_with_a_session_is_run():
+    """A page of docs/ that holds a session is in sessions.PAGES, so its session runs."""
+    with_sessions = {str(path.relative_to(sessions.ROOT))
+                     for path in [sessions.ROOT / "README.rst",
+                                  *(sessions.ROOT / "docs").rglob("*.rst")]
+                     if "_build" not in path.parts
+                     and any(b.steps for b in sessions.literal_blocks(path.read_text("utf-8")))}
+    assert with_sessions <= set(sessions.PAGES), sorted(with_sessions - set(sessions.PAGES))
+    assert len(set(sessions.PAGES)) == len(sessions.PAGES)

@@ -19,10 +19,14 @@ import falcon
 from plant_store.operational import DOCUMENT
 
 _OURS = importlib.resources.files("plant_store")
-# swagger-ui-py is a dependency, and a package: find_spec finds it, with its folder.
+# swagger-ui-py, the docs-page extra, is a package: find_spec finds it, with its folder.
+_SPEC = importlib.util.find_spec("swagger_ui")
+INSTALLED = _SPEC is not None and bool(_SPEC.submodule_search_locations)
 _SWAGGER_UI = pathlib.Path(
-    importlib.util.find_spec("swagger_ui").submodule_search_locations[0],  # type: ignore[union-attr, index]
+    _SPEC.submodule_search_locations[0] if INSTALLED else ".",  # type: ignore[union-attr, index]
     "static")
+NOT_INSTALLED = ("The interactive page is not installed here: pip install '.[docs-page]' (the "
+                 "clone, or the wheel with [docs-page]). The document is at openapi.json.")
 
 JS = "text/javascript; charset=utf-8"
 CSS = "text/css; charset=utf-8"
@@ -58,6 +62,8 @@ def _asset(name: str) -> tuple[bytes, str]:
 
 class DocsPageResource:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if not INSTALLED:
+            raise falcon.HTTPNotFound(description=NOT_INSTALLED)
         resp.data = PAGE
         resp.content_type = falcon.MEDIA_HTML
         resp.cache_control = [PAGE_CACHING]
@@ -69,7 +75,7 @@ class DocsPageResource:
 
 class DocsAssetResource:
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        if name not in ASSETS:
+        if name not in ASSETS or (not INSTALLED and name != "docs_page.js"):
             raise falcon.HTTPNotFound()
         data, etag = _asset(name)
         resp.etag = etag

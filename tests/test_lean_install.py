@@ -1,6 +1,7 @@
 """The PostgreSQL driver is an extra: without it, choosing its store fails in one line and
 nothing else imports it."""
 
+import os
 import subprocess
 import sys
 
@@ -45,3 +46,23 @@ assert not [m for m in sys.modules if m.startswith("psycopg")]
 print("ok")
 """, tmp_path)
     assert done.stdout == "ok\n", done.stderr
+
+
+def test_without_the_docs_page_extra_docs_says_how_to_add_it(tmp_path):
+    """swagger-ui-py is the docs-page extra: without it /docs is a 404 in the Error shape
+    saying how to install it, and the document is served all the same."""
+    (tmp_path / "swagger_ui.py").write_text("")  # a module, not the package: not installed
+    done = subprocess.run([sys.executable, "-c", """
+import webtest
+from plant_store.testing import make_app
+app = webtest.TestApp(make_app())
+print(app.get("/docs", status=404).json["message"])
+app.get("/docs/swagger-ui-bundle.js", status=404)
+app.get("/docs/docs_page.js", status=200)
+print(app.get("/openapi.json").json["info"]["title"])
+"""], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert done.stdout.splitlines() == [
+        "The interactive page is not installed here: pip install '.[docs-page]' (the clone, "
+        "or the wheel with [docs-page]). The document is at openapi.json.", "Plant Store"
+    ], done.stderr

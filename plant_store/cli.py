@@ -81,7 +81,7 @@ def _drop_stdout() -> None:
 
 def _run(args: argparse.Namespace, cfg: config.Config) -> int:
     if args.command == "serve":
-        return _serve(cfg, TokenFile(cfg.token_file))
+        return _serve(cfg, TokenFile(cfg.token_file), first_token=not args.no_first_token)
     if args.command == "plants":
         return _plants(args, cfg)
     if args.command == "check":
@@ -99,7 +99,7 @@ def _run(args: argparse.Namespace, cfg: config.Config) -> int:
     return _token(args, TokenFile(cfg.token_file))
 
 
-def _serve(cfg: config.Config, tokens: TokenFile) -> int:
+def _serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> int:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # read when the metrics were imported
         raise StoreError("PROMETHEUS_MULTIPROC_DIR is set, but 'plant-store serve' is one "
                          "process and counts its metrics itself: unset it (it is for the "
@@ -114,9 +114,10 @@ def _serve(cfg: config.Config, tokens: TokenFile) -> int:
     def announce(url: str) -> None:
         """Once listening, make the first token if there is no token file, and show it this
         once. An empty file is kept: its tokens were revoked, and a restart must not undo
-        that. Not when standard output is the journal (systemd says so in JOURNAL_STREAM):
-        a token written there is readable by whoever reads the logs; say how to make one."""
-        if os.environ.get("JOURNAL_STREAM"):
+        that. Not with --no-first-token, nor when standard output is the journal (systemd
+        says so in JOURNAL_STREAM): a token written where others read it is theirs too; say
+        how to make one instead."""
+        if not first_token or os.environ.get("JOURNAL_STREAM"):
             if not tokens.entries():
                 log.warning("no tokens in %s: every API request is refused (401) until one is "
                             "made: plant-store token add --token-file %s --label LABEL",

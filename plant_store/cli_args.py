@@ -112,8 +112,12 @@ def parser() -> argparse.ArgumentParser:
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _command(commands, "serve", "run the HTTP service on waitress until SIGTERM, SIGHUP or "
-                                "Ctrl-C", ALL)
+    serve = _command(commands, "serve", "run the HTTP service on waitress until SIGTERM, "
+                                        "SIGHUP or Ctrl-C", ALL)
+    serve.add_argument("--no-first-token", action="store_true",
+                       help="make and print no first token when there is no token file (a "
+                            "service whose output others read: issue one with 'plant-store "
+                            "token add'); the default under systemd's journal")
 
     plants = _group(commands, "plants", "look at the stored plants, with their ids",
                     "plants_command")

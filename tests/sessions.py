@@ -43,7 +43,8 @@ PAGES = (
 README_PORTS = (8080, 8081, 8082, 9000)
 README_CLONE = "/srv/plant-store"
 NORMALIZE = (
-    (re.compile(r"\b[A-Za-z0-9_-]{43}\b"), "<token>"),  # secrets.token_urlsafe(32)
+    # secrets.token_urlsafe(32), which may start or end with '-' (where \b would not match)
+    (re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"), "<token>"),
     (re.compile(r"\b[0-9a-f]{32}\b"), "<id>"),  # delivery ids
     (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:\d\d)?"),
      "<time>"),

@@ -60,3 +60,11 @@ def test_under_systemd_no_token_is_made_or_printed(tmp_path):
     assert "shown only this once" not in output
     assert "no tokens in " in output and "plant-store token add --token-file" in output
     assert not (tmp_path / "data" / "tokens.json").exists()
+
+
+def test_no_first_token_makes_and_prints_none(tmp_path):
+    with Server(tmp_path / "data", "--no-first-token") as server:
+        server.stop()
+    output = "".join(server.stdout + server.stderr)
+    assert "shown only this once" not in output and "no tokens in " in output
+    assert not (tmp_path / "data" / "tokens.json").exists()

@@ -305,7 +305,7 @@ def _db(args: argparse.Namespace, cfg: config.Config) -> int:
             if args.db_command == "rebase":
                 schema.migrate(conn)
                 conn.execute(QUERIES["rebase"], {"force": True})
-                print("positions continue above every earlier one, and 2^32 beyond")
+                print("positions continue above every earlier one, 2^32 transactions beyond")
                 return 0
             done, missing = schema.applied(conn), schema.pending(conn)
         except psycopg.Error as exc:  # a table of ours taken by another schema

@@ -25,8 +25,9 @@ def pg(database_url):
 def held_create(database_url, plant):
     """A create of ``plant`` run by hand in a transaction left open: the caller commits."""
     conn = psycopg.connect(database_url)
-    conn.execute(QUERIES["create"], {"id": plant.id, "name": plant.name.encode(), "tag": None,
-                                     "delivery_ids": [], "urls": [], "body": b""})
+    conn.execute(QUERIES["create"], {
+        "ids": [plant.id], "names": [plant.name.encode()], "tags": [None], "delivery_ids": [],
+        "delivery_plants": [], "urls": [], "bodies": []})
     return conn
 
 
@@ -191,14 +192,12 @@ def test_instances_starting_together_apply_each_migration_once(database_url):
 
 def test_db_check_and_migrate_commands(database_url):
     check = run_cli("db", "check", "--database-url", database_url)
-    assert check.returncode == 1 and (
-        "schema version 0; pending: 0001_initial.sql, 0002_failover.sql, 0003_lanes.sql"
-        in check.stdout)
+    every = "0001_initial.sql, 0002_failover.sql, 0003_lanes.sql, 0004_batches.sql"
+    assert check.returncode == 1 and f"schema version 0; pending: {every}" in check.stdout
     migrate = run_cli("db", "migrate", "--database-url", database_url)
-    assert migrate.returncode == 0 and (
-        migrate.stdout.strip() == "applied 0001_initial.sql, 0002_failover.sql, 0003_lanes.sql")
+    assert migrate.returncode == 0 and migrate.stdout.strip() == f"applied {every}"
     check = run_cli("db", "check", "--database-url", database_url)
-    assert check.returncode == 0 and "schema version 3; nothing pending" in check.stdout
+    assert check.returncode == 0 and "schema version 4; nothing pending" in check.stdout
     again = run_cli("db", "migrate", "--database-url", database_url)
     assert again.stdout.strip() == "nothing to apply"
 

@@ -286,7 +286,7 @@ def test_positions_continue_above_the_old_ones_on_a_new_server(database_url):
             store.create(Plant(n, f"old {n}"))
         with psycopg.connect(database_url, autocommit=True) as conn:
             conn.execute("UPDATE plant_store_plants SET position = position + 1000000000000")
-            conn.execute("UPDATE plant_store_clock SET system_identifier = 1")
+            conn.execute("UPDATE plant_store_batch_clock SET system_identifier = 1")
             top = conn.execute("SELECT max(position) FROM plant_store_plants").fetchone()[0]
         _, held = store.page(0, 2)  # a cursor a client holds across the move
         assert walk(store) == ["old 0", "old 1", "old 2"]
@@ -305,12 +305,12 @@ def test_a_new_timeline_moves_the_clock_past_positions_it_may_have_lost(database
     with PostgresStore(database_url) as store:
         store.create(Plant(1, "before"))
         with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute("UPDATE plant_store_clock SET timeline = timeline + 1")
-            before = conn.execute("SELECT base FROM plant_store_clock").fetchone()[0]
+            conn.execute("UPDATE plant_store_batch_clock SET timeline = timeline + 1")
+            before = conn.execute("SELECT base FROM plant_store_batch_clock").fetchone()[0]
         store.create(Plant(2, "after"))
         assert walk(store) == ["before", "after"]
         with psycopg.connect(database_url, autocommit=True) as conn:
-            after = conn.execute("SELECT base FROM plant_store_clock").fetchone()[0]
+            after = conn.execute("SELECT base FROM plant_store_batch_clock").fetchone()[0]
         assert after >= before + 2**32
 
 
@@ -364,10 +364,10 @@ def test_a_create_committed_then_a_rebase_that_times_out_is_unknown(lonely, url)
                     time.sleep(0.02)
                 admin.execute("SET synchronous_commit = local")
                 # What a promotion does to the clock: its timeline is no longer this one's.
-                admin.execute("UPDATE plant_store_clock SET timeline = timeline + 1")
+                admin.execute("UPDATE plant_store_batch_clock SET timeline = timeline + 1")
                 admin.commit()
                 # A rebase that cannot finish in time (another instance's, a slow server).
-                admin.execute("SELECT FROM plant_store_clock FOR UPDATE")
+                admin.execute("SELECT FROM plant_store_batch_clock FOR UPDATE")
                 with lonely.connect(autocommit=True) as other:
                     other.execute("SELECT pg_terminate_backend(%s)", [min(waiting)])
                 thread.join(10)
@@ -412,7 +412,8 @@ def test_a_write_cancelled_behind_an_unconfirmed_one_on_its_row_is_not_known_und
 def test_ready_is_busy_only_once_a_request_has_waited_for_a_connection(url):
     """A moment's wait for a pooled connection under load is not a reason to take the
     instance out (the hostile pass saw 4 of 50 probes fail on a healthy loaded server);
-    requests held behind a table lock for over half a second are."""
+    requests held behind a table lock for over half a second are. (Reads here: creates
+    wait for their batch, one connection's worth, not for connections.)"""
     with PostgresStore(url, pool_size=2, timeout=5) as store:
         stop = threading.Event()
 
@@ -435,7 +436,7 @@ def test_ready_is_busy_only_once_a_request_has_waited_for_a_connection(url):
                 worker.join(10)
         with psycopg.connect(url) as holder:
             holder.execute("LOCK TABLE plant_store_plants IN ACCESS EXCLUSIVE MODE")
-            threads = [in_thread(lambda n=n: store.create(Plant(n, "x")))[0] for n in range(4)]
+            threads = [in_thread(lambda n=n: store.get(n))[0] for n in range(4)]
             time.sleep(0.8)
             with pytest.raises(StoreUnavailable, match=r"2 requests wait for one, the "
                                r"first for 0\.\d s") as busy:

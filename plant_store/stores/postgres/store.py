@@ -49,9 +49,17 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
 from plant_store.logs import Throttle
-from plant_store.stores.base import Plant, Store, StoreError, StoreUnavailable, replay
+from plant_store.stores.base import (
+    Conflict,
+    Plant,
+    Store,
+    StoreError,
+    StoreUnavailable,
+    replay,
+)
 from plant_store.stores.outbox import Delivery, deliveries_for
 from plant_store.stores.postgres import notices, schema
+from plant_store.stores.postgres.batches import Batcher
 from plant_store.stores.postgres.connection import (
     check_url,
     connect,
@@ -75,6 +83,8 @@ SETTLED_BY_RETRY = frozenset({"create", "delete", "get", "page", "count", "due",
 RECONNECT_EVERY = 1.0  # seconds: the most the pool waits between attempts to reconnect
 FORGET_EVERY = 1024  # deletes between clean-ups of old delete tokens
 BUSY_AFTER = 0.5  # seconds a request may wait for a connection before /ready says busy
+BATCH_LIMIT = 1024  # creates in one statement: positions leave 1024 slots a transaction
+BATCHES_RUNNING = 1  # batches of creates under way at once, each on its own connection
 UNREACHABLE_EVERY = 10.0  # seconds: the most often failures to connect are logged (Throttle)
 
 
@@ -162,6 +172,8 @@ class PostgresStore(Store):
         self._waiting: dict[object, float] = {}  # operations waiting for a connection: since
         self._waiting_lock = threading.Lock()
         self._watchdog = Watchdog()
+        self._creates: Batcher[_NewPlant, tuple[Plant, bool]] = Batcher(
+            self._create_batch, limit=BATCH_LIMIT, running=BATCHES_RUNNING)
         kwargs = options(url, prepared_statements=prepared_statements)
         # The first connection is made here, not by the pool, so that a start that fails
         # says why (the pool only says that it had no connection in time).
@@ -313,19 +325,57 @@ class PostgresStore(Store):
                                          "refused"))
 
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
-        owed = deliveries_for(plant, tuple(webhooks)) if webhooks else []
-        params = {"id": plant.id, "name": plant.name.encode(), "tag": _utf8(plant.tag),
-                  "delivery_ids": [d.id for d in owed], "urls": [d.url for d in owed],
-                  "body": owed[0].body if owed else b""}
-        op = _Operation(time.monotonic() + self._timeout)
+        return self._creates.submit(
+            _NewPlant(plant, tuple(webhooks), time.monotonic() + self._timeout))
+
+    def _create_batch(self, calls: list["_NewPlant"]) -> list[tuple[Plant, bool] | Exception]:
+        """Answer each create of a batch as if it had run alone, in the batch's order: the
+        first create of an id is sent, and a later one in the batch is settled against
+        what the first got (a replay of it, or a conflict). A call whose deadline passed
+        while it queued is answered not done: it was never sent."""
+        first: dict[int, _NewPlant] = {}
+        now = time.monotonic()
+        for call in calls:
+            if call.deadline > now:
+                first.setdefault(call.plant.id, call)
+        outcome: dict[int, tuple[Plant, bool] | Exception] = {}
+        try:
+            if first:
+                for plant_id, (created, name, tag) in self._create_rows(first).items():
+                    plant = first[plant_id].plant
+                    outcome[plant_id] = (plant, True) if created else _after(
+                        (_plant(plant_id, name, tag), False), plant)
+        except StoreUnavailable as exc:
+            for plant_id, call in first.items():
+                if exc.cause == "refused" and not exc.unknown and len(first) > 1:
+                    # Refused (an operator's trigger, a pooler): maybe for one plant's
+                    # sake, so each goes alone and gets the answer it would have had.
+                    outcome[plant_id] = self._create_batch([call])[0]
+                else:
+                    outcome[plant_id] = _after(exc, call.plant)
+        return [StoreUnavailable(f"{self.where} did not answer within {self._timeout:g} s",
+                                 "deadline") if call.deadline <= now
+                else outcome[call.plant.id] if first[call.plant.id] is call
+                else _after(outcome[call.plant.id], call.plant) for call in calls]
+
+    def _create_rows(self, sent: dict[int, "_NewPlant"],
+                     ) -> dict[int, tuple[bool, bytes, bytes | None]]:
+        """Run the create statement for ``sent`` (by id); (created, name, tag) by id."""
+        calls = list(sent.values())
+        owed = [delivery for call in calls if call.webhooks
+                for delivery in deliveries_for(call.plant, call.webhooks)]
+        params = {"ids": list(sent), "names": [call.plant.name.encode() for call in calls],
+                  "tags": [_utf8(call.plant.tag) for call in calls],
+                  "delivery_ids": [d.id for d in owed],
+                  "delivery_plants": [d.plant_id for d in owed],
+                  "urls": [d.url for d in owed], "bodies": [d.body for d in owed]}
+        op = _Operation(min(call.deadline for call in calls))
         for _ in range(3):
-            created, name, tag = self._run("create", params, lambda cur: cur.fetchone(), op)
-            if created is None:  # the data is on another server or timeline than its clock
-                self._rebase(op)
+            rows = self._run("create", params, lambda cur: cur.fetchall(), op)
+            if rows and rows[0][0] is None:  # the data is on another server or timeline
+                self._rebase(op)  # than its clock
                 continue
-            if created:
-                return plant, True
-            return replay(_plant(plant.id, name, tag), plant), False
+            return {plant_id: (created, name, tag) for plant_id, created, name, tag in rows}
         raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention",
                                unknown=op.unsettled)
 
@@ -440,6 +490,31 @@ class PostgresStore(Store):
         self._prober.close()
         self._pool.close(timeout=1.0)
         self._watchdog.close()
+
+
+@dataclasses.dataclass(slots=True)
+class _NewPlant:
+    """A create waiting for its batch."""
+    plant: Plant
+    webhooks: tuple[str, ...]
+    deadline: float  # monotonic
+
+
+def _after(earlier: "tuple[Plant, bool] | Exception", plant: Plant,
+           ) -> "tuple[Plant, bool] | Exception":
+    """What a create of ``plant`` answers right after a create of its id that answered
+    ``earlier``: the same plant stored is a replay, another a conflict; a store's error
+    repeats (an exception of its own: each caller raises it in its own thread)."""
+    if isinstance(earlier, StoreUnavailable):
+        return StoreUnavailable(str(earlier), earlier.cause, unknown=earlier.unknown)
+    if isinstance(earlier, Conflict):
+        return Conflict(earlier.stored) if earlier.stored != plant else (earlier.stored, False)
+    if isinstance(earlier, Exception):
+        return earlier
+    try:
+        return replay(earlier[0], plant), False
+    except Conflict as exc:
+        return exc
 
 
 def _utf8(text: str | None) -> bytes | None:

@@ -1,33 +1,46 @@
 -- Named queries of the PostgreSQL store: each starts with a "-- name: <name>" line.
 
 -- name: create
--- One statement, so one round trip and one transaction: the plant and the deliveries it
--- owes are written together or not at all. Answers (created, name, tag): created true when
--- this statement stored the plant, false with the stored name and tag when the id was
--- there; NULL when the clock is stale (the store rebases and runs it again).
--- On a stored id, DO UPDATE changes nothing but writes: the row is locked and read at its
--- latest version (even one committed after this statement's snapshot), and the commit
--- waits for a synchronous standby as a create's does. So a replay, the retry of a create
--- whose connection broke, answers only once the plant is durable as configured.
+-- A batch of creates (batches.py) in one statement, so one round trip and one transaction:
+-- the plants and the deliveries they owe are written together or not at all. The ids are
+-- distinct (the store settles repeats within a batch itself), and rows are inserted in id
+-- order, so two batches with ids in common wait for each other in one order, never in a
+-- cycle. Answers (id, created, name, tag) for each: created true when this statement stored
+-- the plant, false with the stored name and tag when the id was there; a single row of
+-- NULLs when the clock is stale (the store rebases and runs it again).
+-- Positions: the clock's base plus the transaction's id times 1024, plus the slot (the
+-- call's place in the batch, in arrival order, below 1024). On a stored id, DO UPDATE
+-- changes nothing but writes: the row is locked and read at its latest version (even one
+-- committed after this statement's snapshot), and the commit waits for a synchronous
+-- standby as a create's does. So a replay, the retry of a create whose connection broke,
+-- answers only once the plant is durable as configured.
 WITH clock AS (
-    SELECT c.base FROM plant_store_clock AS c JOIN plant_store_here AS h
+    SELECT c.base FROM plant_store_batch_clock AS c JOIN plant_store_here AS h
         ON c.system_identifier = h.system_identifier AND c.timeline = h.timeline
-), mine AS (
-    SELECT base + pg_current_xact_id()::text::bigint AS position FROM clock
+), new AS (
+    SELECT n.id, n.name, n.tag,
+           clock.base + (pg_current_xact_id()::text::bigint << 10) + n.slot - 1 AS position
+    FROM clock, unnest(%(ids)s::bigint[], %(names)s::bytea[], %(tags)s::bytea[])
+        WITH ORDINALITY AS n (id, name, tag, slot)
 ), plant AS (
     INSERT INTO plant_store_plants AS p (id, name, tag, position)
-    SELECT %(id)s, %(name)s, %(tag)s, position FROM mine
+    SELECT id, name, tag, position FROM new ORDER BY id
     ON CONFLICT (id) DO UPDATE SET name = p.name
-    RETURNING p.name, p.tag, p.position = (SELECT position FROM mine) AS created
+    RETURNING p.id, p.name, p.tag, p.position
+), done AS (
+    SELECT plant.id, plant.name, plant.tag, plant.position,
+           plant.position = new.position AS created
+    FROM plant JOIN new USING (id)
 ), owed AS (
     INSERT INTO plant_store_outbox (id, plant_id, url, body, owed_at)
-    SELECT d.id, %(id)s, d.url, %(body)s, mine.position
-    FROM mine, unnest(%(delivery_ids)s::text[], %(urls)s::text[]) AS d (id, url)
-    WHERE (SELECT created FROM plant)
+    SELECT d.id, d.plant_id, d.url, d.body, done.position
+    FROM unnest(%(delivery_ids)s::text[], %(delivery_plants)s::bigint[], %(urls)s::text[],
+                %(bodies)s::bytea[]) AS d (id, plant_id, url, body)
+    JOIN done ON done.id = d.plant_id AND done.created
 )
-SELECT created, name, tag FROM plant
+SELECT id, created, name, tag FROM done
 UNION ALL
-SELECT NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock);
+SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock);
 
 -- name: delete
 -- Deletes the plant unless this token already did (a retry after a broken connection),
@@ -59,12 +72,12 @@ SELECT name, tag FROM plant_store_plants WHERE id = %(id)s;
 -- appear later before the positions listed. A row of NULLs (sorted last) says the clock
 -- is stale: the store rebases and asks again.
 WITH clock AS (
-    SELECT c.base FROM plant_store_clock AS c JOIN plant_store_here AS h
+    SELECT c.base FROM plant_store_batch_clock AS c JOIN plant_store_here AS h
         ON c.system_identifier = h.system_identifier AND c.timeline = h.timeline
 )
 (SELECT p.id, p.name, p.tag, p.position FROM plant_store_plants AS p, clock
  WHERE p.position >= %(start)s
-   AND p.position < clock.base + pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+   AND p.position < clock.base + (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 10)
  ORDER BY p.position
  LIMIT %(limit)s)
 UNION ALL
@@ -74,20 +87,20 @@ ORDER BY 4;
 -- name: rebase
 -- This data set now lives on another server or timeline: move the base so that every
 -- position handed out from here on is above every position stored, and above every one
--- the old server may have handed out and lost (2^32 transactions of margin). Positions
--- stay below 10^18 (a cursor's 18 digits) for over 200 million moves. Two instances
--- rebasing at once: the second finds the row moved (DO UPDATE reads its latest version)
--- and leaves it. With ``force``, the move is made whatever the clock says: for an operator
--- who started a physical backup or a disk snapshot as the primary, which keeps the
--- server's identity and timeline ('plant-store db rebase').
-INSERT INTO plant_store_clock AS c (base, system_identifier, timeline)
+-- the old server may have handed out and lost (2^32 transactions of margin, 1024
+-- positions each). Positions stay below 10^18 (a cursor's 18 digits) for over 200,000
+-- moves. Two instances rebasing at once: the second finds the row moved (DO UPDATE reads
+-- its latest version) and leaves it. With ``force``, the move is made whatever the clock
+-- says: for an operator who started a physical backup or a disk snapshot as the primary,
+-- which keeps the server's identity and timeline ('plant-store db rebase').
+INSERT INTO plant_store_batch_clock AS c (base, system_identifier, timeline)
 SELECT greatest(
            (SELECT coalesce(max(position), 0) FROM plant_store_plants),
            (SELECT coalesce(max(owed_at), 0) FROM plant_store_outbox),
-           coalesce((SELECT base FROM plant_store_clock), 0) + x.now
-       ) + 4294967296 - x.now,
+           coalesce((SELECT base FROM plant_store_batch_clock), 0) + x.now
+       ) + (4294967296 << 10) - x.now,
        h.system_identifier, h.timeline
-FROM plant_store_here AS h, (SELECT pg_current_xact_id()::text::bigint AS now) AS x
+FROM plant_store_here AS h, (SELECT pg_current_xact_id()::text::bigint << 10 AS now) AS x
 WHERE h.timeline IS NOT NULL
 ON CONFLICT (one) DO UPDATE
 SET base = excluded.base, system_identifier = excluded.system_identifier,

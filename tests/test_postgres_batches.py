@@ -1,0 +1,287 @@
+"""Creates combined into batches on PostgreSQL (batches.py, query ``create``), with every
+batch formed on purpose: a first create is held at a lock while the others queue behind it
+in a known order, so they run as the next batch, one statement and one transaction."""
+
+import contextlib
+import threading
+import time
+
+import psycopg
+import pytest
+
+from plant_store.stores import Conflict, Plant, StoreUnavailable
+from plant_store.stores.postgres import PostgresStore
+from plant_store.stores.postgres.queries import QUERIES
+
+HOOKS = ("http://127.0.0.1:9/hook",)
+
+
+@pytest.fixture
+def pg(database_url):
+    with PostgresStore(database_url, statement_timeout=5) as store:
+        yield store
+
+
+def until(condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def waiting_for_locks(url):
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [pid for (pid,) in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database() AND query LIKE '-- A batch of creates%'")]
+
+
+@contextlib.contextmanager
+def inserted(url, plant_id):
+    """A row of ``plant_id`` inserted in a transaction left open: a create of that id waits
+    for it. Rolled back on leaving. With ``plant_id`` None, the table is locked instead:
+    every create waits."""
+    with psycopg.connect(url) as conn:
+        if plant_id is None:
+            conn.execute("LOCK TABLE plant_store_plants IN SHARE MODE")
+        else:
+            conn.execute("INSERT INTO plant_store_plants (id, name, position) "
+                         "VALUES (%s, '', %s)", [plant_id, -plant_id])
+        yield conn
+        conn.rollback()
+
+
+def run(store, plant, webhooks=HOOKS):
+    try:
+        return store.create(plant, webhooks)
+    except (Conflict, StoreUnavailable) as exc:
+        return exc
+
+
+def queue_behind_a_held_create(store, url, plants, *, gate_id=1000, release=None,
+                               table=False):
+    """Create ``plants`` as one batch: a create of ``gate_id`` waits at a row lock (with
+    ``table``, a table lock) while they queue behind it in order; ``release(conn)``
+    (default: roll the lock back) lets it go. Returns each plant's outcome, in order, and
+    the gate's."""
+    outcomes = [None] * (len(plants) + 1)
+
+    def go(index, plant):
+        outcomes[index] = run(store, plant)
+
+    threads = []
+    with inserted(url, None if table else gate_id) as gate:
+        threads.append(threading.Thread(target=go, args=(len(plants), Plant(gate_id, "gate"))))
+        threads[0].start()
+        until(lambda: waiting_for_locks(url))
+        for index, plant in enumerate(plants):
+            threads.append(threading.Thread(target=go, args=(index, plant)))
+            threads[-1].start()
+            until(lambda n=index + 1: len(store._creates._queue) == n)
+        if release:
+            release(gate)
+    for thread in threads:
+        thread.join(30)
+        assert not thread.is_alive()
+    return outcomes[:-1], outcomes[-1]
+
+
+def rows(url):
+    with psycopg.connect(url, autocommit=True) as conn:
+        plants = conn.execute("SELECT id, xmin::text FROM plant_store_plants "
+                              "WHERE position >= 0 ORDER BY position").fetchall()
+        owed = conn.execute("SELECT plant_id, count(*) FROM plant_store_outbox "
+                            "GROUP BY plant_id ORDER BY plant_id").fetchall()
+    return plants, dict(owed)
+
+
+def walk(store, limit):
+    seen, cursor = [], 0
+    while cursor is not None:
+        page, cursor = store.page(cursor, limit)
+        seen += [plant.id for plant in page]
+    return seen
+
+
+def test_repeats_in_a_batch_are_answered_as_if_each_ran_alone(pg, database_url):
+    pg.create(Plant(7, "Oak"))
+    pg.create(Plant(8, "Ash"))
+    batch = [Plant(5, "Fern"), Plant(5, "Fern"), Plant(5, "Palm"), Plant(6, "Ivy"),
+             Plant(7, "Oak"), Plant(8, "Elm"), Plant(6, "Ivy", "tag")]
+    outcomes, gate = queue_behind_a_held_create(pg, database_url, batch)
+    assert gate == (Plant(1000, "gate"), True)
+    assert outcomes[0] == (Plant(5, "Fern"), True)
+    assert outcomes[1] == (Plant(5, "Fern"), False)  # a replay of the first
+    assert isinstance(outcomes[2], Conflict) and outcomes[2].stored == Plant(5, "Fern")
+    assert outcomes[3] == (Plant(6, "Ivy"), True)
+    assert outcomes[4] == (Plant(7, "Oak"), False)  # stored before: a replay
+    assert isinstance(outcomes[5], Conflict) and outcomes[5].stored == Plant(8, "Ash")
+    assert isinstance(outcomes[6], Conflict) and outcomes[6].stored == Plant(6, "Ivy")
+    plants, owed = rows(database_url)
+    assert [plant_id for plant_id, _ in plants] == [7, 8, 1000, 5, 6]
+    by_id = dict(plants)
+    assert by_id[5] == by_id[6] != by_id[1000]  # 5 and 6: one transaction
+    assert owed == {1000: 1, 5: 1, 6: 1}  # one delivery per plant created, none for replays
+    assert walk(pg, 1) == walk(pg, 2) == walk(pg, 10) == [7, 8, 1000, 5, 6]
+
+
+def test_positions_within_a_batch_follow_arrival_and_cursors_point_inside_it(pg, database_url):
+    pg.create(Plant(1, "first"))
+    outcomes, _ = queue_behind_a_held_create(
+        pg, database_url, [Plant(n, f"p{n}") for n in (40, 30, 50, 10, 20)])
+    assert all(created for _, created in outcomes)
+    order = [1, 1000, 40, 30, 50, 10, 20]
+    for limit in (1, 2, 3):
+        assert walk(pg, limit) == order
+    page, cursor = pg.page(0, 4)
+    assert [plant.id for plant in page] == order[:4]
+    assert [plant.id for plant in pg.page(cursor, 10)[0]] == order[4:]
+
+
+def test_a_batch_in_flight_holds_back_every_later_position(pg, database_url):
+    """A transaction holding a batch took its positions first and commits last: nothing
+    after them is listed until it ends, so no cursor ever skips them."""
+    pg.create(Plant(1, "before"))
+    with psycopg.connect(database_url) as slow:
+        slow.execute(QUERIES["create"], {
+            "ids": [4, 2], "names": [b"four", b"two"], "tags": [None, b"t"],
+            "delivery_ids": [], "delivery_plants": [], "urls": [], "bodies": []})
+        pg.create(Plant(3, "fast"))
+        assert walk(pg, 1) == [1]
+        slow.commit()
+    assert walk(pg, 1) == [1, 4, 2, 3]
+
+
+def test_a_batch_refused_for_one_plants_sake_answers_the_others(pg, database_url):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("""
+            CREATE FUNCTION refuse_13() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.id = 13 THEN RAISE EXCEPTION 'no plant 13 here'; END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER refuse_13 BEFORE INSERT ON plant_store_plants
+            FOR EACH ROW EXECUTE FUNCTION refuse_13();""")
+    outcomes, _ = queue_behind_a_held_create(
+        pg, database_url, [Plant(12, "a"), Plant(13, "b"), Plant(14, "c"), Plant(13, "b")])
+    assert outcomes[0] == (Plant(12, "a"), True) and outcomes[2] == (Plant(14, "c"), True)
+    for refused in (outcomes[1], outcomes[3]):
+        assert isinstance(refused, StoreUnavailable)
+        assert refused.cause == "refused" and not refused.unknown
+        assert "no plant 13 here" in str(refused)
+    assert outcomes[1] is not outcomes[3]  # raised in two threads: one each
+    plants, owed = rows(database_url)
+    assert {plant_id for plant_id, _ in plants} == {1000, 12, 14}
+    assert owed == {1000: 1, 12: 1, 14: 1}
+
+
+def test_a_batch_that_fails_as_a_whole_writes_nothing_and_says_so_to_each(pg, database_url):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("""
+            CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.id < 1000 THEN RAISE EXCEPTION 'closed for the season'; END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER refuse BEFORE INSERT ON plant_store_plants
+            FOR EACH ROW EXECUTE FUNCTION refuse();""")
+    outcomes, gate = queue_behind_a_held_create(
+        pg, database_url, [Plant(n, "x") for n in (1, 2, 3, 2)])
+    assert gate == (Plant(1000, "gate"), True)
+    for outcome in outcomes:
+        assert isinstance(outcome, StoreUnavailable) and outcome.cause == "refused"
+        assert not outcome.unknown and "closed for the season" in str(outcome)
+    assert len({id(outcome) for outcome in outcomes}) == 4
+    plants, owed = rows(database_url)
+    assert [plant_id for plant_id, _ in plants] == [1000] and owed == {1000: 1}
+
+
+def test_a_batch_past_its_deadline_is_unknown_to_each_and_all_or_nothing(database_url):
+    """Held at a lock past the deadline: the batch is cancelled, and each member is told
+    its outcome is unknown (a write was sent) or not done (never sent); afterwards each
+    plant is there with its delivery, or absent without one, never half."""
+    with PostgresStore(database_url, timeout=1, statement_timeout=5) as store:
+        def hold(gate):
+            time.sleep(2.5)  # past every deadline, then let go
+
+        outcomes, gate = queue_behind_a_held_create(
+            store, database_url, [Plant(n, "x") for n in (1, 2, 3)], release=hold,
+            table=True)
+        for outcome in [gate, *outcomes]:
+            assert isinstance(outcome, StoreUnavailable), outcome
+        plants, owed = rows(database_url)
+        stored = {plant_id for plant_id, _ in plants}
+        assert set(owed) == stored  # each plant written with its delivery, or neither
+        for plant_id in stored:  # whatever was written, a retry settles as a replay
+            assert store.create(Plant(plant_id, "gate" if plant_id == 1000 else "x"),
+                                HOOKS)[1] is False
+
+
+def test_a_batch_whose_connection_is_lost_is_retried_and_answered_once(pg, database_url):
+    """The batch's backend is terminated while it waits for a lock: the retry runs the
+    batch again on another connection, and each member is answered as if alone."""
+    with inserted(database_url, 101) as second_gate:
+        def kill_the_second_batch(gate):
+            gate.rollback()  # the first batch (the gate create) goes through
+            until(lambda: len(waiting_for_locks(database_url)) == 1)  # the batch, at 101
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                conn.execute("SELECT pg_terminate_backend(%s)", waiting_for_locks(database_url))
+            until(lambda: len(waiting_for_locks(database_url)) == 1)  # the retry, at 101
+            second_gate.rollback()
+
+        outcomes, gate = queue_behind_a_held_create(
+            pg, database_url,
+            [Plant(21, "a"), Plant(22, "b"), Plant(21, "a"), Plant(101, "c"), Plant(21, "z")],
+            release=kill_the_second_batch)
+    assert gate == (Plant(1000, "gate"), True)
+    assert outcomes[0] == (Plant(21, "a"), True) and outcomes[1] == (Plant(22, "b"), True)
+    assert outcomes[2] == (Plant(21, "a"), False)
+    assert outcomes[3] == (Plant(101, "c"), True)
+    assert isinstance(outcomes[4], Conflict)
+    plants, owed = rows(database_url)
+    assert [plant_id for plant_id, _ in plants] == [1000, 21, 22, 101]
+    assert owed == {1000: 1, 21: 1, 22: 1, 101: 1}
+
+
+def test_two_instances_batching_the_same_ids_in_opposite_orders_never_deadlock(database_url):
+    """Rows go in id order whatever the arrival order, so two batches with ids in common
+    wait for each other in one order. Forced: both batches meet a row held in their middle
+    (220) after their leads' gates (1000, 1001) open; in arrival order one would hold
+    200..219 and the other 239..221, each then waiting for the other (a deadlock, found
+    after deadlock_timeout and retried)."""
+    with PostgresStore(database_url) as one, PostgresStore(database_url) as two, \
+            psycopg.connect(database_url, autocommit=True) as admin, \
+            psycopg.connect(database_url) as holder:
+        def deadlocks():
+            return admin.execute("SELECT deadlocks FROM pg_stat_database "
+                                 "WHERE datname = current_database()").fetchone()[0]
+
+        before = deadlocks()
+        insert = "INSERT INTO plant_store_plants (id, name, position) VALUES (%s, '', %s)"
+        holder.execute(insert, [220, -220])
+        holder.execute("SAVEPOINT gates")
+        holder.execute(insert, [1000, -1000])
+        holder.execute(insert, [1001, -1001])
+        ids = list(range(200, 240))
+        results, threads = [], []
+
+        def create(store, plant):
+            thread = threading.Thread(target=lambda: results.append(run(store, plant)))
+            thread.start()
+            threads.append(thread)
+
+        for store, gate, order, waiting in ((one, 1000, ids, 1), (two, 1001, ids[::-1], 2)):
+            create(store, Plant(gate, "gate"))
+            until(lambda n=waiting: len(waiting_for_locks(database_url)) == n)
+            for n, plant_id in enumerate(order):
+                create(store, Plant(plant_id, "same"))
+                until(lambda s=store, k=n + 1: len(s._creates._queue) == k)
+        holder.execute("ROLLBACK TO SAVEPOINT gates")  # the gates open; 220 stays held
+        until(lambda: len(waiting_for_locks(database_url)) == 2)  # both batches wait
+        holder.rollback()
+        for thread in threads:
+            thread.join(30)
+        assert all(isinstance(outcome, tuple) for outcome in results), results
+        created = [outcome[0].id for outcome in results if outcome[1]]
+        assert sorted(created) == [*ids, 1000, 1001]
+        assert deadlocks() == before

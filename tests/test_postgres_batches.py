@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from plant_store.stores import Conflict, Plant, StoreUnavailable
-from plant_store.stores.postgres import PostgresStore
+from plant_store.stores.postgres import PostgresStore, schema
 from plant_store.stores.postgres.queries import QUERIES
 
 HOOKS = ("http://127.0.0.1:9/hook",)
@@ -285,3 +285,31 @@ def test_two_instances_batching_the_same_ids_in_opposite_orders_never_deadlock(d
         created = [outcome[0].id for outcome in results if outcome[1]]
         assert sorted(created) == [*ids, 1000, 1001]
         assert deadlocks() == before
+
+
+def test_migrating_to_batches_keeps_order_and_cursors_and_stops_older_instances(
+        database_url, monkeypatch):
+    """A database written by the previous version (positions base + xid): after migration
+    0004 its plants list first, in their order, a cursor handed out before still works, and
+    an older instance's create (which reads plant_store_clock) fails instead of writing."""
+    old_create = ("INSERT INTO plant_store_plants (id, name, position) "
+                  "SELECT %s, 'old', c.base + pg_current_xact_id()::text::bigint "
+                  "FROM plant_store_clock AS c")
+    every = schema.available()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        monkeypatch.setattr(schema, "available", lambda: every[:3])
+        assert schema.migrate(conn) == ["0001_initial.sql", "0002_failover.sql",
+                                        "0003_lanes.sql"]
+        monkeypatch.undo()
+        for plant_id in (30, 10, 20):
+            conn.execute(old_create, [plant_id])
+    with PostgresStore(database_url) as store:
+        page, cursor = store.page(0, 2)
+        assert [plant.id for plant in page] == [30, 10]
+        store.create(Plant(5, "new"))
+        assert [plant.id for plant in store.page(cursor, 10)[0]] == [20, 5]
+        assert walk(store, 1) == [30, 10, 20, 5]
+        with psycopg.connect(database_url, autocommit=True) as conn, \
+                pytest.raises(psycopg.errors.UndefinedTable):
+            conn.execute(old_create, [40])
+        assert store.get(40) is None

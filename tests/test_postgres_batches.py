@@ -2,7 +2,9 @@
 batch formed on purpose: a first create is held at a lock while the others queue behind it
 in a known order, so they run as the next batch, one statement and one transaction."""
 
+import collections
 import contextlib
+import itertools
 import threading
 import time
 
@@ -313,3 +315,58 @@ def test_migrating_to_batches_keeps_order_and_cursors_and_stops_older_instances(
                 pytest.raises(psycopg.errors.UndefinedTable):
             conn.execute(old_create, [40])
         assert store.get(40) is None
+
+
+@pytest.fixture
+def own_postgres():
+    """A server of this test's own, to stop or kill under load."""
+    from conftest import a_postgres_server
+    yield from a_postgres_server()
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_every_answer_stays_true_when_the_database_restarts_under_batched_load(
+        own_postgres, how):
+    """Twelve threads creating (so batches form) while the server is stopped (fast
+    shutdown) or killed (SIGKILL to every process, then crash recovery) and started again:
+    every create answered is stored, every one answered not done is absent, and creates
+    succeed again once the server is back."""
+    url = own_postgres.create_database("plants")
+    answers, stop = collections.deque(), threading.Event()
+    with PostgresStore(url, timeout=1, statement_timeout=1) as store:
+        def load(n):
+            for i in itertools.count():
+                if stop.is_set():
+                    return
+                plant = Plant(n * 10**6 + i, f"p{n}-{i}")
+                try:
+                    answers.append((plant, store.create(plant, HOOKS), time.monotonic()))
+                except StoreUnavailable as exc:
+                    answers.append((plant, exc, time.monotonic()))
+
+        threads = [threading.Thread(target=load, args=(n,)) for n in range(12)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)
+        own_postgres.kill() if how == "kill" else own_postgres.stop()
+        time.sleep(1.5)  # past the deadline: some creates are answered 503
+        own_postgres.start()
+        back = time.monotonic()
+        time.sleep(2.5)
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+            assert not thread.is_alive()
+        plants, owed = rows(url)
+        stored = {plant_id for plant_id, _ in plants}
+        done = [plant for plant, outcome, _ in answers if isinstance(outcome, tuple)]
+        not_done = [plant for plant, outcome, _ in answers
+                    if isinstance(outcome, StoreUnavailable) and not outcome.unknown]
+        assert [plant for plant in done if plant.id not in stored] == []
+        assert [plant for plant in not_done if plant.id in stored] == []
+        assert set(owed) == stored and set(owed.values()) == {1}
+        assert all(outcome[0] == plant for plant, outcome, _ in answers
+                   if isinstance(outcome, tuple))  # a replay only where a retry met its commit
+        assert sum(1 for _, outcome, at in answers
+                   if isinstance(outcome, tuple) and at > back + 1.5) > 20, "never recovered"
+        assert any(isinstance(outcome, StoreUnavailable) for _, outcome, _ in answers)

@@ -14,6 +14,9 @@ Invariants, all under ``cond`` (the caller holds it around ``commit``, ``wait_fo
    started and, when it succeeds, makes exactly those durable. When it fails, every pending
    ticket is dropped (undone newest first, the file cut back to ``_durable_size``): the
    kernel may have discarded any of their pages.
+   A writer waits on its ticket's ``batch``: the condition (on ``cond``'s lock) of the
+   fsync that will cover it, so an fsync's end wakes the writers it settled, and one writer
+   of the next batch to run the next fsync, not every writer waiting.
 4. After each fsync the path is checked to still name the open file: a line is never
    acknowledged into a file that was deleted or replaced under the running server.
 5. A swap (compaction) happens only when settled: nothing pending, no fsync running, and
@@ -47,12 +50,14 @@ class Syscalls(Protocol):
 
 
 class Ticket:
-    """One appended line: its key, how to undo its change, and its fate (None: pending)."""
+    """One appended line: its key, how to undo its change, the batch whose fsync will
+    settle it, and its fate (None: pending)."""
 
-    __slots__ = ("durable", "key", "undo")
+    __slots__ = ("batch", "durable", "key", "undo")
 
-    def __init__(self, key: Hashable, undo: Callable[[], None]) -> None:
-        self.key, self.undo = key, undo
+    def __init__(self, key: Hashable, undo: Callable[[], None],
+                 batch: threading.Condition) -> None:
+        self.key, self.undo, self.batch = key, undo, batch
         self.durable: bool | None = None
 
 
@@ -70,7 +75,7 @@ class AppendLog:
         self._pid = os.getpid()
         self._size = self._durable_size = os.fstat(fd).st_size
         self._identity = _identity(os.fstat(fd))
-        self.cond = threading.Condition(threading.Lock())
+        self.renew_lock()
         self._pending: collections.deque[Ticket] = collections.deque()
         self._by_key: dict[Hashable, Ticket] = {}  # the newest pending ticket of each key
         self._syncing = False
@@ -78,6 +83,15 @@ class AppendLog:
         self.broken: str | None = None
         self._failures = Throttle(10.0)
         self._on_sync = on_sync
+
+    def renew_lock(self) -> threading.Condition:
+        """A new ``cond`` (and batch), on a new lock: after a fork, where another thread
+        may have held the old one."""
+        lock = threading.Lock()
+        self.cond = threading.Condition(lock)
+        self._mutex = lock
+        self._next = threading.Condition(lock)  # the batch the next fsync covers
+        return self.cond
 
     # Called with cond held.
 
@@ -102,11 +116,14 @@ class AppendLog:
             self._cut_back(self._size)  # the change was refused: so is its line
             raise
         self._size += len(line) + 1
-        ticket = Ticket(key, undo)
+        ticket = Ticket(key, undo, self._next)
         self._pending.append(ticket)
         self._by_key[key] = ticket
         while ticket.durable is None:
-            self._sync_or_wait()
+            if self._syncing:
+                ticket.batch.wait()
+            else:
+                self._sync()
         if not ticket.durable:
             raise StoreUnavailable(f"cannot write {self.path}: {self.broken or 'fsync failed'}",
                                    "broken" if self.broken else "fsync")
@@ -184,9 +201,15 @@ class AppendLog:
         """Run one fsync covering every pending ticket, or wait for the one running."""
         if self._syncing:
             self.cond.wait()
-            return
+        else:
+            self._sync()
+
+    def _sync(self) -> None:
+        """One fsync covering every pending ticket; then wake the writers it settled, one
+        writer still pending (to run the next fsync), and those waiting on ``cond``."""
         self._syncing = True
         covered, size = len(self._pending), self._size
+        batch, self._next = self._next, threading.Condition(self._mutex)
         error = moved = None
         started = time.perf_counter()
         self.cond.release()
@@ -203,6 +226,7 @@ class AppendLog:
             self.cond.acquire()
             self._syncing = False
             self.cond.notify_all()
+            batch.notify_all()
         if moved:
             self._break(f"{self.path} was {moved} under the running server; "
                         "restart the server to recover")
@@ -215,11 +239,8 @@ class AppendLog:
             for _ in range(covered):
                 self._settle_ticket(self._pending.popleft(), True)
             self._on_sync(time.perf_counter() - started)
-
-    def _settle_ticket(self, ticket: Ticket, durable: bool) -> None:
-        ticket.durable = durable
-        if self._by_key.get(ticket.key) is ticket:
-            del self._by_key[ticket.key]
+        if self._pending:
+            self._next.notify()
 
     def _rollback(self) -> None:
         """Drop every pending line, from the file and from memory."""
@@ -228,6 +249,12 @@ class AppendLog:
             ticket.undo()
             self._settle_ticket(ticket, False)
         self._cut_back(self._durable_size)
+        self._next.notify_all()
+
+    def _settle_ticket(self, ticket: Ticket, durable: bool) -> None:
+        ticket.durable = durable
+        if self._by_key.get(ticket.key) is ticket:
+            del self._by_key[ticket.key]
 
     def _cut_back(self, size: int) -> None:
         """Cut the file back to ``size``, dropping what was written past it."""

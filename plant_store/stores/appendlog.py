@@ -93,8 +93,8 @@ class AppendLog:
         may have held the old one."""
         lock = threading.Lock()
         self.cond = threading.Condition(lock)
-        self._mutex = lock
         self._next = threading.Condition(lock)  # the batch the next fsync covers
+        self._spare = threading.Condition(lock)  # two batches at most: one being synced
         return self.cond
 
     # Called with cond held.
@@ -203,7 +203,7 @@ class AppendLog:
         self._syncing = True
         covered = len(self._pending)
         data = b"".join([ticket.line + b"\n" for ticket in self._pending])
-        batch, self._next = self._next, threading.Condition(self._mutex)
+        batch, self._next = self._next, self._spare
         started = time.perf_counter()
         self.cond.release()
         try:
@@ -213,6 +213,7 @@ class AppendLog:
             self._syncing = False
             self.cond.notify_all()
             batch.notify_all()
+            self._spare = batch  # its tickets are settled before cond's lock is let go
         if failed:
             cause, reason = failed
             if cause == "broken":

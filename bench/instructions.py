@@ -1,7 +1,8 @@
 """Instructions per create, bare waitress against the service: a measure the host's noise
 cannot move.
 
-    python bench/instructions.py          # about 10 minutes; needs Debian's valgrind
+    python bench/instructions.py          # about 15 minutes; needs Debian's valgrind
+    python bench/instructions.py --tree /tmp/before   # the service from another checkout
 
 Each server runs under ``valgrind --tool=callgrind`` (which counts every instruction the
 process executes) and gets creates one at a time over one keep-alive connection; a run of
@@ -48,23 +49,34 @@ def instructions(server, out, count):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--creates", type=int, nargs=2, default=(200, 1200), metavar=("N1", "N2"))
+    parser.add_argument("--tree", metavar="DIR",
+                        help="run the service from this checkout (the code before a change)")
+    parser.add_argument("--no-bare", action="store_true", help="skip the ceiling")
     args = parser.parse_args()
     n1, n2 = args.creates
     with tempfile.TemporaryDirectory() as tmp:
         valgrind = ["valgrind", "--tool=callgrind",
                     f"--callgrind-out-file={tmp}/callgrind.out.%p"]
         servers = {
-            "bare WSGI on waitress (ceiling)": lambda: serverctl.bare(wrapper=valgrind),
-            "service, memory store": lambda: serverctl.plant_store(
-                os.path.join(tmp, "m"), "--store", "memory", wrapper=valgrind),
+            "bare WSGI on waitress (ceiling)": lambda n: serverctl.bare(wrapper=valgrind),
+            "service, memory store": lambda n: serverctl.plant_store(
+                os.path.join(tmp, f"m{n}"), "--store", "memory", wrapper=valgrind, tree=args.tree),
+            # One connection: every create has an fsync of its own (no group to share it).
+            # A fresh data directory for each run, so no create is a replay.
+            "service, JSON-file store (fsync)": lambda n: serverctl.plant_store(
+                os.path.join(tmp, f"j{n}"), wrapper=valgrind, tree=args.tree),
         }
+        if args.no_bare:
+            del servers["bare WSGI on waitress (ceiling)"]
         counts = {}
         for label, server in servers.items():
-            low, high = (instructions(server(), tmp, n) for n in (n1, n2))
+            low, high = (instructions(server(n), tmp, n) for n in (n1, n2))
             counts[label] = (high - low) / (n2 - n1)
             print(f"{label:<36} {counts[label]:10,.0f} instructions a create", flush=True)
-    bare, service = counts.values()
-    print(f"ceiling / service: {bare / service:.2f}")
+    bare = counts.get("bare WSGI on waitress (ceiling)")
+    for label, count in counts.items():
+        if bare and count != bare:
+            print(f"ceiling / {label}: {bare / count:.2f}")
 
 
 if __name__ == "__main__":

@@ -2,18 +2,24 @@
 the JSON-file store, apart from what its lines mean.
 
 Invariants, all under ``cond`` (the caller holds it around ``commit``, ``wait_for``,
-``sync`` and ``swap``; the log lets go of it only while an fsync runs):
+``sync`` and ``swap``; the log lets go of it only while a group is written and fsynced):
 
 1. Every appended line is a :class:`Ticket` in ``_pending``, in append order, until its fate
    is set, once: durable (an fsync that started after the line was written succeeded) or
    dropped (a rollback removed it). A waiter waits on its own ticket, never on a file
    offset, so nothing a swap or a rollback does to offsets can strand it.
-2. ``_size`` is the file's length; ``_durable_size`` is how much of it is known to be on
-   disk. The bytes between the two belong to the pending tickets, and only to them.
+2. ``_size`` is the file's length and ``_durable_size`` how much of it is known to be on
+   disk, whenever no group is being written (``_syncing``); every pending line is yet to be
+   written. The thread that runs the fsync first writes the lines of every pending ticket,
+   in order, in one ``write``: one system call a group rather than one a line, each of
+   which let go of the GIL while holding ``cond``'s lock.
 3. At most one fsync runs at a time (``_syncing``). It covers the tickets pending when it
-   started and, when it succeeds, makes exactly those durable. When it fails, every pending
-   ticket is dropped (undone newest first, the file cut back to ``_durable_size``): the
-   kernel may have discarded any of their pages.
+   started and, when it succeeds, makes exactly those durable. When it or the group's write
+   fails, every pending ticket is dropped (undone newest first, the file cut back to
+   ``_durable_size``): the kernel may have discarded any of their pages.
+   A writer waits on its ticket's ``batch``: the condition (on ``cond``'s lock) of the
+   fsync that will cover it, so an fsync's end wakes the writers it settled, and one writer
+   of the next batch to run the next fsync, not every writer waiting.
 4. After each fsync the path is checked to still name the open file: a line is never
    acknowledged into a file that was deleted or replaced under the running server.
 5. A swap (compaction) happens only when settled: nothing pending, no fsync running, and
@@ -47,12 +53,14 @@ class Syscalls(Protocol):
 
 
 class Ticket:
-    """One appended line: its key, how to undo its change, and its fate (None: pending)."""
+    """One appended line: its key, how to undo its change, the batch whose fsync will
+    settle it, and its fate (None: pending)."""
 
-    __slots__ = ("durable", "key", "undo")
+    __slots__ = ("batch", "durable", "key", "line", "undo")
 
-    def __init__(self, key: Hashable, undo: Callable[[], None]) -> None:
-        self.key, self.undo = key, undo
+    def __init__(self, key: Hashable, undo: Callable[[], None],
+                 batch: threading.Condition, line: bytes) -> None:
+        self.key, self.undo, self.batch, self.line = key, undo, batch, line
         self.durable: bool | None = None
 
 
@@ -70,46 +78,47 @@ class AppendLog:
         self._pid = os.getpid()
         self._size = self._durable_size = os.fstat(fd).st_size
         self._identity = _identity(os.fstat(fd))
-        self.cond = threading.Condition(threading.Lock())
+        self.renew_lock()
         self._pending: collections.deque[Ticket] = collections.deque()
         self._by_key: dict[Hashable, Ticket] = {}  # the newest pending ticket of each key
         self._syncing = False
         self._draining = False
         self.broken: str | None = None
         self._failures = Throttle(10.0)
+        self._failure = ("", "")  # the last failed group's message and cause
         self._on_sync = on_sync
+
+    def renew_lock(self) -> threading.Condition:
+        """A new ``cond`` (and batch), on a new lock: after a fork, where another thread
+        may have held the old one."""
+        lock = threading.Lock()
+        self.cond = threading.Condition(lock)
+        self._next = threading.Condition(lock)  # the batch the next fsync covers
+        self._spare = threading.Condition(lock)  # two batches at most: one being synced
+        return self.cond
 
     # Called with cond held.
 
     def commit(self, line: bytes, key: Hashable, apply: Callable[[], Callable[[], None]]) -> None:
         """Append ``line``, ``apply`` its change, and return once the line is durable; the
         change is undone (by what ``apply`` returned) and StoreUnavailable raised if the
-        write or its fsync fails."""
+        write or its fsync fails. A change ``apply`` refuses leaves no line: none is written
+        before it is applied."""
         if self._pid != os.getpid():  # a fork that ran no Python fork hooks (uWSGI's)
             self.detach()
         if self.broken:
             raise StoreUnavailable(self.broken, "broken")
-        try:
-            self.write_all(self.fd, line + b"\n")
-        except OSError as exc:
-            self._cut_back(self._size)  # only this line's part: others' lines are pending
-            message = f"cannot write {self.path}: {exc.strerror}"
-            self._failures.error(log, "%s", message)
-            raise StoreUnavailable(message) from None
-        try:
-            undo = apply()
-        except BaseException:
-            self._cut_back(self._size)  # the change was refused: so is its line
-            raise
-        self._size += len(line) + 1
-        ticket = Ticket(key, undo)
+        undo = apply()
+        ticket = Ticket(key, undo, self._next, line)
         self._pending.append(ticket)
         self._by_key[key] = ticket
         while ticket.durable is None:
-            self._sync_or_wait()
+            if self._syncing:
+                ticket.batch.wait()
+            else:
+                self._sync()
         if not ticket.durable:
-            raise StoreUnavailable(f"cannot write {self.path}: {self.broken or 'fsync failed'}",
-                                   "broken" if self.broken else "fsync")
+            raise StoreUnavailable(*self._failure)
 
     def wait_for(self, key: Hashable) -> None:
         """Wait until no swap holds appends back and no change of ``key`` is pending, so the
@@ -184,42 +193,62 @@ class AppendLog:
         """Run one fsync covering every pending ticket, or wait for the one running."""
         if self._syncing:
             self.cond.wait()
-            return
+        else:
+            self._sync()
+
+    def _sync(self) -> None:
+        """Write every pending ticket's line and fsync them, as one group; then wake the
+        writers it settled, one writer still pending (to run the next fsync), and those
+        waiting on ``cond``."""
         self._syncing = True
-        covered, size = len(self._pending), self._size
-        error = moved = None
+        covered = len(self._pending)
+        data = b"".join([ticket.line + b"\n" for ticket in self._pending])
+        batch, self._next = self._next, self._spare
         started = time.perf_counter()
         self.cond.release()
         try:
-            if self._fsync:
-                self._sys._fsync_fd(self.fd)
-            if _identity(os.stat(self.path)) != self._identity:
-                moved = "replaced"
-        except FileNotFoundError:
-            moved = "deleted"
-        except OSError as exc:
-            error = f"fsync failed ({exc.strerror})"
+            failed = self._write_and_sync(data)
         finally:
             self.cond.acquire()
             self._syncing = False
             self.cond.notify_all()
-        if moved:
-            self._break(f"{self.path} was {moved} under the running server; "
-                        "restart the server to recover")
-        if error or moved:
+            batch.notify_all()
+            self._spare = batch  # its tickets are settled before cond's lock is let go
+        if failed:
+            cause, reason = failed
+            if cause == "broken":
+                self._break(f"{self.path} was {reason} under the running server; "
+                            "restart the server to recover")
+                reason = self.broken or reason
+            self._failure = (f"cannot write {self.path}: {reason}", cause)
             self._failures.error(log, "cannot write %s: %s; rolling back %d changes",
-                                 self.path, error or self.broken, len(self._pending))
+                                 self.path, reason, len(self._pending))
             self._rollback()
         else:
-            self._durable_size = size
+            self._size = self._durable_size = self._size + len(data)
             for _ in range(covered):
                 self._settle_ticket(self._pending.popleft(), True)
             self._on_sync(time.perf_counter() - started)
+        if self._pending:
+            self._next.notify()
 
-    def _settle_ticket(self, ticket: Ticket, durable: bool) -> None:
-        ticket.durable = durable
-        if self._by_key.get(ticket.key) is ticket:
-            del self._by_key[ticket.key]
+    def _write_and_sync(self, data: bytes) -> tuple[str, str] | None:
+        """Append ``data``, fsync, and check the path still names the file (without
+        ``cond``); what failed as (cause, reason), or None."""
+        try:
+            self.write_all(self.fd, data)
+        except OSError as exc:
+            return "io", str(exc.strerror)
+        try:
+            if self._fsync:
+                self._sys._fsync_fd(self.fd)
+            if _identity(os.stat(self.path)) != self._identity:
+                return "broken", "replaced"
+        except FileNotFoundError:
+            return "broken", "deleted"
+        except OSError as exc:
+            return "fsync", f"fsync failed ({exc.strerror})"
+        return None
 
     def _rollback(self) -> None:
         """Drop every pending line, from the file and from memory."""
@@ -228,6 +257,12 @@ class AppendLog:
             ticket.undo()
             self._settle_ticket(ticket, False)
         self._cut_back(self._durable_size)
+        self._next.notify_all()
+
+    def _settle_ticket(self, ticket: Ticket, durable: bool) -> None:
+        ticket.durable = durable
+        if self._by_key.get(ticket.key) is ticket:
+            del self._by_key[ticket.key]
 
     def _cut_back(self, size: int) -> None:
         """Cut the file back to ``size``, dropping what was written past it."""

@@ -218,7 +218,7 @@ class JsonFileStore(Store):
         refuses everything, so two processes never write one file. The locks are made anew:
         another thread of the parent may have held them at the fork."""
         self._log.detach()
-        self._log.cond = self._cond = threading.Condition(threading.Lock())
+        self._cond = self._log.renew_lock()
         self._compacting = threading.Lock()
 
     def dead_share(self) -> float:

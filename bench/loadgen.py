@@ -69,7 +69,7 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def interleaved(servers, rounds, seconds):
+def interleaved(servers, rounds, seconds, connections=16, counters=None):
     """Load each of ``servers`` (label -> serverctl context, pinned to CPU 0) from CPU 1
     for ``seconds`` in turn, ``rounds`` times over, with all of them running the whole time
     (a server waiting its turn is idle). A slow spell of the shared machine then falls on
@@ -78,32 +78,47 @@ def interleaved(servers, rounds, seconds):
     always follows the same one; a first round warms every server up and is not counted.
     Besides throughput and latency, each slice records the server's CPU time per request,
     which time stolen by the machine's neighbours hardly inflates."""
-    results = {label: [] for label in servers}
     with contextlib.ExitStack() as stack:
         running = {label: stack.enter_context(server) for label, server in servers.items()}
-        labels = list(running)
-        for turn in range(rounds + 1):
-            for label in labels[turn % len(labels):] + labels[:turn % len(labels)]:
-                host, port, token, proc, *path = running[label]  # a path: behind a proxy
-                before = cpu_seconds(proc.pid)
-                result = run(host, port, token, seconds, cpu=1, id_base=time.time_ns() // 1000,
-                             path=path[0] if path else "/plants")
-                result["cpu_us"] = (cpu_seconds(proc.pid) - before) / result["requests"] * 1e6
-                if turn:
-                    results[label].append(result)
+        return take_turns(running, rounds, seconds, connections, counters)
+
+
+def take_turns(running, rounds, seconds, connections=16, counters=None):
+    """``interleaved``'s rounds over servers already running (label -> the tuple their
+    serverctl context yielded), so that one start can serve several runs. ``counters``:
+    name -> a function answering cumulative CPU seconds of something besides the server
+    (a database's processes, say); each slice records its delta per request as ``name``."""
+    counters = counters or {}
+    results = {label: [] for label in running}
+    labels = list(running)
+    for turn in range(rounds + 1):
+        for label in labels[turn % len(labels):] + labels[:turn % len(labels)]:
+            host, port, token, proc, *path = running[label]  # a path: behind a proxy
+            before = cpu_seconds(proc.pid)
+            before_counters = {name: count() for name, count in counters.items()}
+            result = run(host, port, token, seconds, connections, cpu=1,
+                         id_base=time.time_ns() // 1000, path=path[0] if path else "/plants")
+            result["cpu_us"] = (cpu_seconds(proc.pid) - before) / result["requests"] * 1e6
+            for name, count in counters.items():
+                result[name] = (count() - before_counters[name]) / result["requests"] * 1e6
+            if turn:
+                results[label].append(result)
     return results
 
 
 def run(host, port, token, seconds, connections=16, id_base=0, cpu=None, path="/plants"):
     """Drive ``connections`` keep-alive clients for ``seconds``; return a summary dict."""
     if shutil.which("wrk"):
-        return run_wrk(host, port, token, seconds, connections, id_base, cpu, path)
-    return run_python(host, port, token, seconds, connections, id_base, path=path)
+        result = run_wrk(host, port, token, seconds, connections, id_base, cpu, path)
+    else:
+        result = run_python(host, port, token, seconds, connections, id_base, path=path)
+    return {**result, "connections": connections}
 
 
 def run_wrk(host, port, token, seconds, connections, id_base, cpu, path="/plants"):
-    command = ["wrk", "-t2", f"-c{connections}", f"-d{int(seconds)}s", "-s", LUA,
-               f"http://{host}:{port}{path}"]
+    # wrk wants at least a connection per thread
+    command = ["wrk", f"-t{min(2, connections)}", f"-c{connections}", f"-d{int(seconds)}s",
+               "-s", LUA, f"http://{host}:{port}{path}"]
     if cpu is not None:
         command = ["taskset", "-c", str(cpu), *command]
     env = {**os.environ, "TOKEN": token, "ID_BASE": str(id_base), "PLANTS_PATH": path}
@@ -121,6 +136,7 @@ def run_wrk(host, port, token, seconds, connections, id_base, cpu, path="/plants
 
 def run_python(host, port, token, seconds, connections=16, id_base=0, processes=2,
                path="/plants"):
+    processes = min(processes, connections)
     per_process = connections // processes
     jobs = [(host, port, token, seconds, per_process, id_base + p * 10**10, path)
             for p in range(processes)]
@@ -141,10 +157,11 @@ def run_python(host, port, token, seconds, connections=16, id_base=0, processes=
     }
 
 
-def report(results, baseline):
+def report(results, baseline, extra=()):
     """Print medians of each configuration's rounds, with ratios to ``baseline``: a ratio is
     the median over rounds of the configuration's figure over the baseline's in the same
-    round (paired, so a slow spell of the machine cancels out)."""
+    round (paired, so a slow spell of the machine cancels out). ``extra``: (key, heading)
+    of further figures of each slice (``take_turns``' counters), printed as medians."""
     def median(runs, key):
         return statistics.median(r[key] for r in runs)
 
@@ -154,14 +171,17 @@ def report(results, baseline):
                                  for r, b in pairs)
 
     rounds = len(results[baseline])
-    tool = results[baseline][0]["tool"]
-    print(f"{rounds} rounds, 16 connections ({tool}); medians, ratios paired by round")
+    first = results[baseline][0]
+    print(f"{rounds} rounds, {first['connections']} connections ({first['tool']}); "
+          "medians, ratios paired by round")
     print(f"{'configuration':<36} {'req/s':>8} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'p99 x':>6} {'non-2xx':>7} {'cpu us':>7} {'ratio':>6}  req/s of each round")
+          f"{'p99 x':>6} {'non-2xx':>7} {'cpu us':>7} {'ratio':>6}"
+          + "".join(f" {heading:>7}" for _, heading in extra) + "  req/s of each round")
     for label, runs in results.items():
         line = (f"{label:<36} {median(runs, 'rps'):8.0f} {paired(runs, 'rps'):6.2f} "
                 f"{median(runs, 'p50_ms'):7.2f} {median(runs, 'p99_ms'):7.2f} "
                 f"{paired(runs, 'p99_ms'):6.2f} {sum(r['non_2xx'] for r in runs):7d} "
-                f"{median(runs, 'cpu_us'):7.1f} {paired(runs, 'cpu_us', invert=True):6.2f}")
+                f"{median(runs, 'cpu_us'):7.1f} {paired(runs, 'cpu_us', invert=True):6.2f}"
+                + "".join(f" {median(runs, key):7.1f}" for key, _ in extra))
         print(line + "  " + " ".join(f"{r['rps']:.0f}" for r in runs))
     return {label: paired(runs, "rps") for label, runs in results.items()}

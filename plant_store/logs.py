@@ -139,6 +139,9 @@ class Throttle:
         self._lock = threading.Lock()
 
     def error(self, logger: logging.Logger, message: str, *args: object) -> None:
+        self.log(logger, logging.ERROR, message, *args)
+
+    def log(self, logger: logging.Logger, level: int, message: str, *args: object) -> None:
         now = time.monotonic()
         with self._lock:
             if now < self._next:
@@ -147,4 +150,4 @@ class Throttle:
             held, self._held, self._next = self._held, 0, now + self._interval
         if held:
             message += f" ({held} more in the last {self._interval:g} s were not logged)"
-        logger.error(message, *args)
+        logger.log(level, message, *args)

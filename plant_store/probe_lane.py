@@ -17,10 +17,30 @@ This relies on waitress's ``create_server(_dispatcher=...)`` and ``channel.reque
 which is why setup.cfg bounds waitress's version.
 """
 
+import logging
+
 from waitress.task import Task, ThreadedTaskDispatcher
+from waitress.utilities import queue_logger
+
+from plant_store.logs import Throttle
 
 PROBES = ("/health", "/ready")
 PROBE_THREADS = 2
+QUEUE_WARNING_EVERY = 10.0  # seconds: the most often waitress's queue warning is logged
+
+
+class _QueueLog:
+    """waitress warns "Task queue depth is N" for every request that finds every thread
+    busy: under load nearly every request, each line formatted and written by waitress's
+    I/O thread, the one that reads every request (a tenth of a loaded PostgreSQL instance's
+    creates/s, measured). The warning stays, at most once per QUEUE_WARNING_EVERY seconds,
+    saying how many were held back."""
+
+    def __init__(self) -> None:
+        self._throttle = Throttle(QUEUE_WARNING_EVERY)
+
+    def warning(self, message: str, *args: object) -> None:
+        self._throttle.log(queue_logger, logging.WARNING, message, *args)
 
 
 class ProbeLaneDispatcher(ThreadedTaskDispatcher):
@@ -28,6 +48,7 @@ class ProbeLaneDispatcher(ThreadedTaskDispatcher):
 
     def __init__(self, threads: int, prefix: str = "") -> None:
         super().__init__()
+        self.queue_logger = _QueueLog()  # type: ignore[assignment]  # waitress calls warning()
         self.set_thread_count(threads)
         # waitress serves a probe's path with or without the prefix
         self._paths = frozenset(PROBES) | {prefix + path for path in PROBES}

@@ -223,3 +223,37 @@ def test_recycling_gunicorn_workers_drop_no_connection_and_keep_probes_fast(tmp_
                 thread.join(15)
     assert max(probes) < 1.0, probes
     assert not failures, failures
+
+
+def test_waitress_queue_warning_is_throttled(caplog):
+    """waitress warns for every task queued behind busy threads: under load nearly every
+    request, written by its I/O thread. One line per interval, counting the rest."""
+    from plant_store.probe_lane import ProbeLaneDispatcher
+
+    release, served = threading.Event(), []
+
+    class Task:
+        def __init__(self, n):
+            self.n = n
+
+        def service(self):
+            release.wait(5)
+            served.append(self.n)
+
+        def cancel(self):
+            pass
+
+    dispatcher = ProbeLaneDispatcher(1)
+    try:
+        with caplog.at_level("WARNING", logger="waitress.queue"):
+            for n in range(50):
+                dispatcher.add_task(Task(n))
+            release.set()
+            deadline = time.monotonic() + 5
+            while len(served) < 50 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        lines = [r.getMessage() for r in caplog.records if r.name == "waitress.queue"]
+        assert len(served) == 50
+        assert len(lines) == 1 and lines[0].startswith("Task queue depth is "), lines
+    finally:
+        dispatcher.shutdown()

@@ -34,8 +34,10 @@ configuration's: printed per create as "pg us", beside the server's own "cpu us"
 import argparse
 import contextlib
 import os
+import resource
 import sys
 import tempfile
+import time
 
 import loadgen
 import serverctl
@@ -61,6 +63,22 @@ def cluster_cpu(postmaster):
         child = _stat(pid)
         ticks += int(child[11]) + int(child[12]) if child else 0
     return ticks / TICKS
+
+
+def busy_cpu():
+    """CPU seconds the whole machine has been busy (user, nice, system, irq, softirq)."""
+    with open("/proc/stat") as fh:
+        fields = fh.readline().split()[1:]
+    return sum(int(fields[i]) for i in (0, 1, 2, 5, 6)) / TICKS
+
+
+def own_cpu(servers, postmaster):
+    """CPU seconds of this run's processes: servers, cluster, this script and its reaped
+    children (every wrk)."""
+    me, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                       resource.RUSAGE_CHILDREN))
+    return (sum(map(loadgen.cpu_seconds, servers)) + cluster_cpu(postmaster)
+            + me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime)
 
 
 def affinities(pids):
@@ -133,11 +151,15 @@ def main():
                       f"{len(cluster_pids(pg.pid))} processes on CPUs "
                       f"{affinities(cluster_pids(pg.pid))}; wrk on CPU 1", flush=True)
                 for count in connections:
+                    started = time.monotonic(), busy_cpu(), own_cpu(servers, pg.pid)
                     results = loadgen.take_turns(running, args.rounds, args.seconds, count,
                                                  {"pg_us": lambda: cluster_cpu(pg.pid)})
                     print()
                     loadgen.report(results, BASELINE, extra=[("pg_us", "pg us")])
-                    sys.stdout.flush()
+                    wall = time.monotonic() - started[0]
+                    others = busy_cpu() - started[1] - (own_cpu(servers, pg.pid) - started[2])
+                    print(f"other work on the machine meanwhile: {others / wall:.2f} of its "
+                          f"{os.cpu_count()} CPUs", flush=True)
                 print(f"\nafterwards: PostgreSQL's {len(cluster_pids(pg.pid))} processes on "
                       f"CPUs {affinities(cluster_pids(pg.pid))}")
     finally:

@@ -215,7 +215,8 @@ SETTINGS: tuple[Setting, ...] = (
             "Keep the password out of it: libpq reads PGPASSWORD or a password file "
             "(PGPASSFILE, ~/.pgpass). Never printed or logged.", unit="URL"),
     Setting("database_pool_size", _int_in(1, 1000), "10",
-            "Connections each process keeps to PostgreSQL at most; a request waits for one.",
+            "Connections each process keeps to PostgreSQL at most; a request waits for one. "
+            "Concurrent creates share one (they are written together, as one statement).",
             unit="N"),
     Setting("database_timeout", _float_in(0.1, 300), "5",
             "Seconds a request may spend on PostgreSQL in all (waiting for a connection, "

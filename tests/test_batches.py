@@ -57,7 +57,7 @@ def test_a_lone_call_runs_at_once_in_its_own_thread():
 
 def test_calls_made_while_a_batch_runs_form_the_next_batch_in_arrival_order():
     run = Gated()
-    batcher = Batcher(run, limit=8)
+    batcher = Batcher(run, limit=8, patience=60)
     first, first_result = started(batcher.submit, 1)
     until(lambda: run.batches)
     others = []
@@ -75,7 +75,7 @@ def test_calls_made_while_a_batch_runs_form_the_next_batch_in_arrival_order():
 
 def test_a_batch_takes_at_most_limit_calls_and_the_rest_follow():
     run = Gated()
-    batcher = Batcher(run, limit=2)
+    batcher = Batcher(run, limit=2, patience=60)
     threads = [started(batcher.submit, 1)]
     until(lambda: run.batches)
     for item in (2, 3, 4, 5, 6):
@@ -92,7 +92,7 @@ def test_each_member_gets_its_own_answer_exceptions_included():
     def run(items):
         return [ValueError(item) if item % 2 else item for item in items]
 
-    batcher = Batcher(run, limit=8)
+    batcher = Batcher(run, limit=8, patience=60)
     with pytest.raises(ValueError, match="3"):
         batcher.submit(3)
     assert batcher.submit(4) == 4
@@ -114,7 +114,7 @@ def test_a_batch_function_that_fails_answers_every_member_and_passes_the_lead(fa
             raise failure
         return list(items)
 
-    batcher = Batcher(run, limit=8)
+    batcher = Batcher(run, limit=8, patience=60)
     lead = started(batcher.submit, 0)
     until(lambda: calls)
     members = []
@@ -139,7 +139,7 @@ def test_several_batches_may_run_at_once():
         assert gate.wait(5)
         return items
 
-    batcher = Batcher(run, limit=8, running=2)
+    batcher = Batcher(run, limit=8, running=2, patience=60)
     threads = [started(batcher.submit, 1), started(batcher.submit, 2)]
     until(lambda: len(inside) == 2)  # both lead: neither waited for the other
     threads.append(started(batcher.submit, 3))
@@ -179,4 +179,54 @@ def test_churn_answers_every_call_once_with_its_own_answer():
         assert not thread.is_alive()
     assert not errors and len(answers) == 12 * 200
     assert sum(sizes) == 12 * 200 and max(sizes) <= 5 and max(sizes) > 1
+    assert batcher._running == 0 and queued(batcher) == 0
+
+
+def test_a_call_that_waited_patience_leads_its_own_batch_beside_a_slow_one():
+    """A slow batch (a slow commit, a lock) is not a queue every later call waits through:
+    after ``patience`` a queued call leads a batch of its own, with whatever queued
+    before it."""
+    run = Gated()
+    batcher = Batcher(run, limit=8, patience=0.05)
+    first = started(batcher.submit, 1)
+    until(lambda: run.batches)
+    second = started(batcher.submit, 2)
+    until(lambda: len(run.batches) == 2)  # did not wait for the first batch
+    second[0].join(5)
+    assert second[1] == {"answer": 20} and run.batches[1] == [2]
+    run.gate.set()
+    first[0].join(5)
+    assert first[1] == {"answer": 10}
+    assert batcher._running == 0 and queued(batcher) == 0
+
+
+def test_impatient_calls_race_leaders_and_each_is_answered_once():
+    """Patience shorter than the batches: calls time out while leaders take and hand them
+    on; each call is still answered once with its own answer."""
+    rng = random.Random(7)
+    sizes, seen = [], []
+
+    def run(items):
+        sizes.append(len(items))
+        seen.extend(items)
+        time.sleep(rng.random() / 500)
+        return [item * 2 for item in items]
+
+    batcher = Batcher(run, limit=4, patience=0.0005)
+    errors = []
+
+    def caller(n):
+        for i in range(150):
+            item = n * 1000 + i
+            if batcher.submit(item) != item * 2:
+                errors.append(item)
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive()
+    assert not errors and sorted(seen) == sorted(n * 1000 + i for n in range(10)
+                                                 for i in range(150))
     assert batcher._running == 0 and queued(batcher) == 0

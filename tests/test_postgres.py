@@ -27,7 +27,7 @@ def held_create(database_url, plant):
     conn = psycopg.connect(database_url)
     conn.execute(QUERIES["create"], {
         "ids": [plant.id], "names": [plant.name.encode()], "tags": [None], "delivery_ids": [],
-        "delivery_plants": [], "urls": [], "bodies": []})
+        "delivery_plants": [], "urls": [], "bodies": [], "lock_timeout": "0"})
     return conn
 
 

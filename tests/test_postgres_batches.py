@@ -67,6 +67,7 @@ def queue_behind_a_held_create(store, url, plants, *, gate_id=1000, release=None
     (default: roll the lock back) lets it go. Returns each plant's outcome, in order, and
     the gate's."""
     outcomes = [None] * (len(plants) + 1)
+    store._creates._patience = 60  # they wait for the held batch, however long
 
     def go(index, plant):
         outcomes[index] = run(store, plant)
@@ -147,7 +148,8 @@ def test_a_batch_in_flight_holds_back_every_later_position(pg, database_url):
     with psycopg.connect(database_url) as slow:
         slow.execute(QUERIES["create"], {
             "ids": [4, 2], "names": [b"four", b"two"], "tags": [None, b"t"],
-            "delivery_ids": [], "delivery_plants": [], "urls": [], "bodies": []})
+            "delivery_ids": [], "delivery_plants": [], "urls": [], "bodies": [],
+            "lock_timeout": "0"})
         pg.create(Plant(3, "fast"))
         assert walk(pg, 1) == [1]
         slow.commit()
@@ -266,6 +268,7 @@ def test_two_instances_batching_the_same_ids_in_opposite_orders_never_deadlock(d
         holder.execute(insert, [1001, -1001])
         ids = list(range(200, 240))
         results, threads = [], []
+        one._creates._patience = two._creates._patience = 60
 
         def create(store, plant):
             thread = threading.Thread(target=lambda: results.append(run(store, plant)))
@@ -370,3 +373,80 @@ def test_every_answer_stays_true_when_the_database_restarts_under_batched_load(
         assert sum(1 for _, outcome, at in answers
                    if isinstance(outcome, tuple) and at > back + 1.5) > 20, "never recovered"
         assert any(isinstance(outcome, StoreUnavailable) for _, outcome, _ in answers)
+
+
+def clients(store, count, plants, seconds):
+    """``count`` threads creating ``plants(n, i)`` for ``seconds``; outcomes and times."""
+    stop, outcomes, lock = time.monotonic() + seconds, [], threading.Lock()
+
+    def client(n):
+        for i in itertools.count(1):
+            if time.monotonic() >= stop:
+                return
+            plant, started = plants(n, i), time.monotonic()
+            outcome = run(store, plant, ())
+            with lock:
+                outcomes.append((plant, outcome, time.monotonic() - started))
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(seconds + 30)
+        assert not thread.is_alive()
+    return outcomes
+
+
+def test_one_locked_id_does_not_hold_back_its_neighbours(database_url):
+    """Found by the hostile pass: a transaction left open on id 5 (an operator's, a tool's)
+    and a client creating id 5 over and over put every batch with 5 in it to wait, and
+    its neighbours were answered 503 unknown at the deadline. A batch now waits at most
+    BATCH_LOCK_WAIT for a row, then each member runs alone."""
+    with PostgresStore(database_url, timeout=1, statement_timeout=5) as store, \
+            inserted(database_url, 5):
+        outcomes = clients(store, 5, lambda n, i: Plant(5 if n == 0 else n * 1000 + i, "x"),
+                           3)
+    others = [(outcome, took) for plant, outcome, took in outcomes if plant.id != 5]
+    assert len(others) > 20
+    assert all(isinstance(outcome, tuple) for outcome, _ in others), others
+    assert max(took for _, took in others) < 0.5
+    fives = [outcome for plant, outcome, _ in outcomes if plant.id == 5]
+    assert fives and all(isinstance(o, StoreUnavailable) for o in fives)
+
+
+def test_a_refused_create_is_not_the_answer_of_a_later_create_of_its_id(pg, database_url):
+    """Found by the hostile pass: two creates of id 5 in one batch, the first refused by an
+    operator's trigger (its name), answered the second with the first's refusal; alone,
+    the second is stored."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("""
+            CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.name = 'bad'::bytea THEN RAISE EXCEPTION 'no bad names'; END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER refuse_bad BEFORE INSERT ON plant_store_plants
+            FOR EACH ROW EXECUTE FUNCTION refuse_bad();""")
+    outcomes, _ = queue_behind_a_held_create(
+        pg, database_url, [Plant(5, "bad"), Plant(5, "good"), Plant(6, "six")])
+    assert isinstance(outcomes[0], StoreUnavailable) and outcomes[0].cause == "refused"
+    assert outcomes[1] == (Plant(5, "good"), True)
+    assert outcomes[2] == (Plant(6, "six"), True)
+
+
+def test_slow_commits_do_not_fail_creates_that_would_succeed_alone(database_url):
+    """Found by the hostile pass: every write taking 0.6 s against a 1 s deadline, a create
+    waited for the batch ahead and then ran with too little time left (503s where each
+    create alone takes 0.6 s and succeeds). A create now leads a batch of its own after
+    BATCH_PATIENCE."""
+    with PostgresStore(database_url, timeout=1, statement_timeout=5) as store:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("""
+                CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN PERFORM pg_sleep(0.6); RETURN NULL; END $$;
+                CREATE TRIGGER slow AFTER INSERT ON plant_store_plants
+                FOR EACH STATEMENT EXECUTE FUNCTION slow();""")
+        outcomes = clients(store, 6, lambda n, i: Plant(n * 1000 + i, "x"), 3)
+    assert len(outcomes) >= 12
+    assert all(isinstance(outcome, tuple) for _, outcome, _ in outcomes), [
+        outcome for _, outcome, _ in outcomes if not isinstance(outcome, tuple)]

@@ -85,15 +85,25 @@ FORGET_EVERY = 1024  # deletes between clean-ups of old delete tokens
 BUSY_AFTER = 0.5  # seconds a request may wait for a connection before /ready says busy
 BATCH_LIMIT = 1024  # creates in one statement: positions leave 1024 slots a transaction
 BATCHES_RUNNING = 1  # batches of creates under way at once, each on its own connection
+BATCH_PATIENCE = 0.05  # seconds a create waits for a batch ahead before it leads its own
+BATCH_LOCK_WAIT = "50ms"  # the most a batch waits for a locked row before each goes alone
 UNREACHABLE_EVERY = 10.0  # seconds: the most often failures to connect are logged (Throttle)
 
 
 class _NotDone(Exception):
-    """The attempt wrote nothing: its StoreUnavailable is the answer, or a retry may."""
+    """The attempt wrote nothing: its StoreUnavailable is the answer, or a retry may.
+    ``locked``: it waited past lock_timeout for a row another transaction holds."""
 
-    def __init__(self, error: StoreUnavailable, retry: bool = False) -> None:
+    def __init__(self, error: StoreUnavailable, retry: bool = False,
+                 locked: bool = False) -> None:
         self.error = error
         self.retry = retry
+        self.locked = locked
+
+
+class _Alone(Exception):
+    """A batch must not answer for its members: each runs its create alone, at once, in
+    its own thread (a row of one of them was locked, or the batch was refused)."""
 
 
 class _Unsettled(Exception):
@@ -173,7 +183,8 @@ class PostgresStore(Store):
         self._waiting_lock = threading.Lock()
         self._watchdog = Watchdog()
         self._creates: Batcher[_NewPlant, tuple[Plant, bool]] = Batcher(
-            self._create_batch, limit=BATCH_LIMIT, running=BATCHES_RUNNING)
+            self._create_batch, limit=BATCH_LIMIT, running=BATCHES_RUNNING,
+            patience=BATCH_PATIENCE)
         kwargs = options(url, prepared_statements=prepared_statements)
         # The first connection is made here, not by the pool, so that a start that fails
         # says why (the pool only says that it had no connection in time).
@@ -240,6 +251,8 @@ class PostgresStore(Store):
                 if name not in SETTLED_BY_RETRY:
                     raise self._unknown(name) from None
             except _NotDone as exc:
+                if exc.locked and params.get("lock_timeout", "0") != "0":
+                    raise _Alone() from None  # a batch waiting on one member's row
                 last = exc.error
                 if not exc.retry:
                     last.unknown = op.unsettled
@@ -308,6 +321,10 @@ class PostgresStore(Store):
         if isinstance(exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected):
             return _NotDone(StoreUnavailable(f"{self.where}: too many conflicts",
                                              "contention"), retry=True)
+        if isinstance(exc, pg_errors.LockNotAvailable):  # a lock_timeout (ours, or the role's)
+            return _NotDone(StoreUnavailable(f"{self.where}: a row stayed locked by another "
+                                             "transaction", "contention"), retry=True,
+                            locked=True)
         if isinstance(exc, pg_errors.QueryCanceled):
             if name in WRITES:  # it may have waited on another writer of the same row, one
                 return _Unsettled()  # whose outcome is unknown: a retry sees what it did
@@ -325,14 +342,22 @@ class PostgresStore(Store):
                                          "refused"))
 
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
-        return self._creates.submit(
-            _NewPlant(plant, tuple(webhooks), time.monotonic() + self._timeout))
+        call = _NewPlant(plant, tuple(webhooks), time.monotonic() + self._timeout)
+        try:
+            return self._creates.submit(call)
+        except _Alone:
+            answer = self._create_batch([call])[0]
+            if isinstance(answer, Exception):
+                raise answer from None
+            return answer
 
     def _create_batch(self, calls: list["_NewPlant"]) -> list[tuple[Plant, bool] | Exception]:
         """Answer each create of a batch as if it had run alone, in the batch's order: the
         first create of an id is sent, and a later one in the batch is settled against
         what the first got (a replay of it, or a conflict). A call whose deadline passed
-        while it queued is answered not done: it was never sent."""
+        while it queued is answered not done: it was never sent. When one member could
+        decide the batch's fate (a row of its id locked, a refusal: an operator's trigger),
+        each member runs alone instead (:class:`_Alone`)."""
         first: dict[int, _NewPlant] = {}
         now = time.monotonic()
         for call in calls:
@@ -345,14 +370,13 @@ class PostgresStore(Store):
                     plant = first[plant_id].plant
                     outcome[plant_id] = (plant, True) if created else _after(
                         (_plant(plant_id, name, tag), False), plant)
+        except _Alone:
+            return [_Alone() for _ in calls]
         except StoreUnavailable as exc:
+            if exc.cause == "refused" and not exc.unknown and len(calls) > 1:
+                return [_Alone() for _ in calls]
             for plant_id, call in first.items():
-                if exc.cause == "refused" and not exc.unknown and len(first) > 1:
-                    # Refused (an operator's trigger, a pooler): maybe for one plant's
-                    # sake, so each goes alone and gets the answer it would have had.
-                    outcome[plant_id] = self._create_batch([call])[0]
-                else:
-                    outcome[plant_id] = _after(exc, call.plant)
+                outcome[plant_id] = _after(exc, call.plant)
         return [StoreUnavailable(f"{self.where} did not answer within {self._timeout:g} s",
                                  "deadline") if call.deadline <= now
                 else outcome[call.plant.id] if first[call.plant.id] is call
@@ -368,7 +392,8 @@ class PostgresStore(Store):
                   "tags": [_utf8(call.plant.tag) for call in calls],
                   "delivery_ids": [d.id for d in owed],
                   "delivery_plants": [d.plant_id for d in owed],
-                  "urls": [d.url for d in owed], "bodies": [d.body for d in owed]}
+                  "urls": [d.url for d in owed], "bodies": [d.body for d in owed],
+                  "lock_timeout": "0" if len(calls) == 1 else BATCH_LOCK_WAIT}
         op = _Operation(min(call.deadline for call in calls))
         for _ in range(3):
             rows = self._run("create", params, lambda cur: cur.fetchall(), op)

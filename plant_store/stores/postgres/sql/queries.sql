@@ -14,8 +14,13 @@
 -- committed after this statement's snapshot), and the commit waits for a synchronous
 -- standby as a create's does. So a replay, the retry of a create whose connection broke,
 -- answers only once the plant is durable as configured.
+-- lock_timeout: a batch waits that long at most for a row another transaction holds (an
+-- open transaction on one of its ids must not hold its neighbours back); it is set for
+-- this statement's own transaction, before the first row is inserted ('0' for one plant
+-- alone: no bound but the statement's).
 WITH clock AS (
-    SELECT c.base FROM plant_store_batch_clock AS c JOIN plant_store_here AS h
+    SELECT c.base, set_config('lock_timeout', %(lock_timeout)s, true)
+    FROM plant_store_batch_clock AS c JOIN plant_store_here AS h
         ON c.system_identifier = h.system_identifier AND c.timeline = h.timeline
 ), new AS (
     SELECT n.id, n.name, n.tag,

@@ -1,9 +1,13 @@
 """Run the app on waitress until SIGTERM, SIGINT or SIGHUP, finish what is in flight, close
 the store."""
 
+import contextlib
 import logging
 import os
+import select
 import signal
+import time
+import warnings
 from collections.abc import Callable, Iterable
 
 import waitress.server
@@ -34,7 +38,16 @@ def create_server(
     # The URL prefix and the forwarded headers are the app's (plant_store.forwarded), as
     # under any other server: waitress's own would apply them twice, and by default it
     # removes every forwarded header before the app could read it.
-    server = waitress.server.create_server(
+    with warnings.catch_warnings():  # send_bytes is deprecated, and still what it says
+        warnings.simplefilter("ignore", DeprecationWarning)
+        server = _waitress_server(app, config)
+    use_json_errors(server, on_refused)
+    return server
+
+
+def _waitress_server(app: Callable[..., Iterable[bytes]], config: Config,
+                     ) -> BaseWSGIServer | MultiSocketServer:
+    return waitress.server.create_server(
         app, _dispatcher=ProbeLaneDispatcher(config.threads, config.url_prefix),
         host=config.host, port=config.port, threads=config.threads, ident="plant-store",
         clear_untrusted_proxy_headers=False,
@@ -44,9 +57,32 @@ def create_server(
         max_request_body_size=config.max_body_size + 1,
         connection_limit=config.connection_limit, channel_timeout=config.channel_timeout,
         cleanup_interval=min(30, config.channel_timeout),  # how often idle ones are closed
+        # waitress's default (1) has the request's thread send each part of an answer as
+        # it is written (headers, then body: two sends, each under the connection's lock),
+        # and while it holds that lock the I/O thread finds the connection writable, can
+        # do nothing, and polls again: a busy loop holding the GIL against the very
+        # threads it waits for, worst when many answers finish at once (a batch of
+        # creates: 1,000 creates/s and 900 us of CPU each on PostgreSQL, against 4,700
+        # and 150 us). Buffered up to this, an answer goes out whole, in one send by the
+        # I/O thread once its request is done (bare waitress 13,100 -> 17,500 req/s).
+        send_bytes=18000,
     )
-    use_json_errors(server, on_refused)
-    return server
+
+
+ANSWERS_AFTER_STOP = 2.0  # seconds a stopping server spends sending buffered answers
+
+
+def _send_buffered_answers(server: BaseWSGIServer | MultiSocketServer) -> None:
+    """Send the answers the last requests left in their connections' buffers: with
+    ``send_bytes`` an answer waits there for the I/O thread, which a stop signal ends
+    (relies on waitress's socket map and ``HTTPChannel._flush_some``)."""
+    until = time.monotonic() + ANSWERS_AFTER_STOP
+    channels = getattr(server, "_map", None) or getattr(server, "map", {})
+    for channel in list(channels.values()):
+        with contextlib.suppress(OSError):
+            while getattr(channel, "total_outbufs_len", 0) and time.monotonic() < until:
+                if not channel._flush_some(do_close=False):  # the client's window is full
+                    select.select([], [channel.socket], [], 0.05)
 
 
 def _urls(server: BaseWSGIServer | MultiSocketServer, prefix: str) -> list[str]:
@@ -81,9 +117,10 @@ def serve(
         # must not lose the requests in flight. Ignored (nohup), it stays ignored.
         if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
             signal.signal(signal.SIGHUP, _interrupt)
-        # On a stop signal waitress stops accepting, lets each worker finish its request and
-        # send the answer (workers write their own answers), waits up to 5 s, and returns.
+        # On a stop signal waitress stops accepting, lets each worker finish its request (and
+        # buffer their answers), waits up to 5 s, and returns; the answers are then sent.
         server.run()
+        _send_buffered_answers(server)
     finally:
         if worker is not None:
             worker.stop()  # after the last request: their deliveries are in the outbox

@@ -57,8 +57,10 @@ def plant_store(data_dir, *args, taskset=None, wrapper=(), tree=None):
 
 
 @contextlib.contextmanager
-def bare(taskset=None, wrapper=()):
-    """Yield (host, port, token, proc) of the bare WSGI ceiling (it ignores the token)."""
-    with running([sys.executable, os.path.join(HERE, "bare_app.py")], taskset, wrapper) as (
-            host, port, proc):
+def bare(taskset=None, wrapper=(), waitress_defaults=False):
+    """Yield (host, port, token, proc) of the bare WSGI ceiling (it ignores the token);
+    ``waitress_defaults``: on waitress as it comes, not with the service's settings."""
+    env = {"BARE_WAITRESS_DEFAULTS": "1"} if waitress_defaults else None
+    with running([sys.executable, os.path.join(HERE, "bare_app.py")], taskset, wrapper,
+                 env) as (host, port, proc):
         yield host, port, "unused", proc

@@ -18,6 +18,9 @@ Configurations (``--only`` takes their names; the baseline always runs):
     postgresql        ours, PostgreSQL store (pool of 10)
     plain-postgresql  ``straightforward.py`` on a psycopg pool of 10 (autocommit; INSERT ...
                       ON CONFLICT DO NOTHING RETURNING, then a SELECT on a conflict)
+    plain-postgresql-sb  the same with waitress's send_bytes as the service sets it
+    bare-defaults     the trivial app on waitress as it comes (the baseline has the
+                      service's server settings, send_bytes among them)
 
 with ``--before TREE`` also ours from TREE, each beside its own when that runs:
 ``before-jsonfile``, ``before-postgresql``.
@@ -118,8 +121,9 @@ def main():
                 return ours(name, "--store", "postgresql", "--database-pool-size", POOL_SIZE,
                             "--database-url", pg.create_database(f"speed_{name}"), tree=tree)
 
-            def plain(name, url=None):
-                env = {"TOKEN": f"bench-{name}", **({"DATABASE_URL": url} if url else {})}
+            def plain(name, url=None, **tuned):
+                env = {"TOKEN": f"bench-{name}", **({"DATABASE_URL": url} if url else {}),
+                       **tuned}
                 command = [sys.executable, os.path.join(serverctl.HERE, "straightforward.py")]
                 return _with_token(serverctl.running(command, "0", env=env), env["TOKEN"])
 
@@ -131,6 +135,10 @@ def main():
                 "postgresql": ("ours, PostgreSQL", ours_pg("ours")),
                 "plain-postgresql": ("straightforward, psycopg pool",
                                      plain("pg", pg.create_database("speed_plain"))),
+                "plain-postgresql-sb": ("straightforward, psycopg, send_bytes", plain(
+                    "pgsb", pg.create_database("speed_plain_sb"), SEND_BYTES="18000")),
+                "bare-defaults": ("bare waitress, waitress's defaults",
+                                  serverctl.bare(taskset="0", waitress_defaults=True)),
             }
             if args.before:
                 configurations["before-jsonfile"] = ("before: ours, JSON file (fsync)", ours(

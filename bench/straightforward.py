@@ -3,7 +3,8 @@ falcon's default JSON media handling, waitress; a dict under a lock or PostgreSQ
 a psycopg pool. The yardstick of ``speed_bench.py``, not part of the service.
 
 Environment: TOKEN (the one bearer token), DATABASE_URL (PostgreSQL; without it, a dict),
-PORT (default 0: any free port), THREADS (default 16, as the service's waitress).
+PORT (default 0: any free port), THREADS (default 16, as the service's waitress),
+SEND_BYTES (waitress's send_bytes; unset: waitress's default, as a user would leave it).
 """
 
 import hmac
@@ -99,9 +100,10 @@ def create_app():
 
 
 if __name__ == "__main__":
+    tuned = {"send_bytes": int(os.environ["SEND_BYTES"])} if "SEND_BYTES" in os.environ else {}
     server = waitress.create_server(create_app(), host="127.0.0.1",
                                     port=int(os.environ.get("PORT", "0")),
-                                    threads=int(os.environ.get("THREADS", "16")))
+                                    threads=int(os.environ.get("THREADS", "16")), **tuned)
     print(f"straightforward listening on http://{server.effective_host}:"
           f"{server.effective_port}", file=sys.stderr, flush=True)
     server.run()

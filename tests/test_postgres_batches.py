@@ -35,7 +35,8 @@ def waiting_for_locks(url):
     with psycopg.connect(url, autocommit=True) as conn:
         return [pid for (pid,) in conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database() AND query LIKE '-- A batch of creates%'")]
+            "AND datname = current_database() AND (query LIKE '-- A batch of creates%' "
+            "OR query LIKE '-- The batch of one%')")]
 
 
 @contextlib.contextmanager

@@ -74,12 +74,12 @@ from plant_store.words import counted
 
 log = logging.getLogger(__name__)
 
-WRITES = frozenset({"create", "delete", "hold_lane", "free_lane", "begin_attempt",
+WRITES = frozenset({"create", "create_one", "delete", "hold_lane", "free_lane", "begin_attempt",
                     "delivered", "failed", "retry"})
 # Settled by trying again: a create replays, a delete asks its token, a read reads again.
-SETTLED_BY_RETRY = frozenset({"create", "delete", "get", "page", "count", "due", "dead",
-                              "outbox_counts", "rebase", "forget_deletes", "lanes", "lane",
-                              "hold_lane", "free_lane"})
+SETTLED_BY_RETRY = frozenset({"create", "create_one", "delete", "get", "page", "count",
+                              "due", "dead", "outbox_counts", "rebase", "forget_deletes",
+                              "lanes", "lane", "hold_lane", "free_lane"})
 RECONNECT_EVERY = 1.0  # seconds: the most the pool waits between attempts to reconnect
 FORGET_EVERY = 1024  # deletes between clean-ups of old delete tokens
 BUSY_AFTER = 0.5  # seconds a request may wait for a connection before /ready says busy
@@ -388,15 +388,22 @@ class PostgresStore(Store):
         calls = list(sent.values())
         owed = [delivery for call in calls if call.webhooks
                 for delivery in deliveries_for(call.plant, call.webhooks)]
-        params = {"ids": list(sent), "names": [call.plant.name.encode() for call in calls],
-                  "tags": [_utf8(call.plant.tag) for call in calls],
-                  "delivery_ids": [d.id for d in owed],
-                  "delivery_plants": [d.plant_id for d in owed],
-                  "urls": [d.url for d in owed], "bodies": [d.body for d in owed],
-                  "lock_timeout": "0" if len(calls) == 1 else BATCH_LOCK_WAIT}
+        if len(calls) == 1:
+            query, plant = "create_one", calls[0].plant
+            params = {"id": plant.id, "name": plant.name.encode(), "tag": _utf8(plant.tag),
+                      "delivery_ids": [d.id for d in owed], "urls": [d.url for d in owed],
+                      "body": owed[0].body if owed else b""}
+        else:
+            query = "create"
+            params = {"ids": list(sent), "names": [call.plant.name.encode() for call in calls],
+                      "tags": [_utf8(call.plant.tag) for call in calls],
+                      "delivery_ids": [d.id for d in owed],
+                      "delivery_plants": [d.plant_id for d in owed],
+                      "urls": [d.url for d in owed], "bodies": [d.body for d in owed],
+                      "lock_timeout": BATCH_LOCK_WAIT}
         op = _Operation(min(call.deadline for call in calls))
         for _ in range(3):
-            rows = self._run("create", params, lambda cur: cur.fetchall(), op)
+            rows = self._run(query, params, lambda cur: cur.fetchall(), op)
             if rows and rows[0][0] is None:  # the data is on another server or timeline
                 self._rebase(op)  # than its clock
                 continue

@@ -47,6 +47,30 @@ SELECT id, created, name, tag FROM done
 UNION ALL
 SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock);
 
+-- name: create_one
+-- The batch of one (a lone create, or a member gone alone): the create above for one plant
+-- with plain parameters, which costs less than the arrays (a lone client's latency), and
+-- with no lock_timeout of its own. Same answers.
+WITH clock AS (
+    SELECT c.base FROM plant_store_batch_clock AS c JOIN plant_store_here AS h
+        ON c.system_identifier = h.system_identifier AND c.timeline = h.timeline
+), mine AS (
+    SELECT base + (pg_current_xact_id()::text::bigint << 10) AS position FROM clock
+), plant AS (
+    INSERT INTO plant_store_plants AS p (id, name, tag, position)
+    SELECT %(id)s, %(name)s, %(tag)s, position FROM mine
+    ON CONFLICT (id) DO UPDATE SET name = p.name
+    RETURNING p.name, p.tag, p.position = (SELECT position FROM mine) AS created
+), owed AS (
+    INSERT INTO plant_store_outbox (id, plant_id, url, body, owed_at)
+    SELECT d.id, %(id)s, d.url, %(body)s, mine.position
+    FROM mine, unnest(%(delivery_ids)s::text[], %(urls)s::text[]) AS d (id, url)
+    WHERE (SELECT created FROM plant)
+)
+SELECT %(id)s, created, name, tag FROM plant
+UNION ALL
+SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock);
+
 -- name: delete
 -- Deletes the plant unless this token already did (a retry after a broken connection),
 -- and notes the token; answers whether the token deleted it, now or before. The token is

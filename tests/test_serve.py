@@ -69,10 +69,11 @@ def test_memory_store_starts_empty_each_time(tmp_path):
 
 
 SLOW_STORE = """
-import time
+import sys, time
 from plant_store.stores.jsonfile import JsonFileStore
 create = JsonFileStore.create
 def slow_create(self, plant, webhooks=()):
+    print("slow create started", file=sys.stderr, flush=True)
     time.sleep(1.5)
     return create(self, plant, webhooks)
 JsonFileStore.create = slow_create
@@ -89,8 +90,11 @@ def test_a_stop_signal_finishes_the_request_in_flight_then_exits_0(tmp_path, sig
         in_flight = threading.Thread(target=lambda: answers.append(
             server.request("POST", "/plants", {"id": 7, "name": "Fern"}, token)))
         in_flight.start()
-        time.sleep(0.5)  # the create is sleeping in the store
-        server.proc.send_signal(sig)
+        started = time.monotonic() + 10  # under load, the request may take a while to come
+        while "slow create started" not in "".join(server.stderr):
+            assert time.monotonic() < started, "".join(server.stderr)
+            time.sleep(0.02)
+        server.proc.send_signal(sig)  # while the create sleeps in the store
         in_flight.join(10)
         assert server.proc.wait(10) == 0
     assert [(status, body) for status, _, body in answers] == [(200, {"name": "Fern"})]

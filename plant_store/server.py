@@ -2,15 +2,18 @@
 the store."""
 
 import contextlib
+import functools
 import logging
 import os
-import select
 import signal
 import time
 import warnings
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import waitress.server
+from waitress import wasyncore
+from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer, MultiSocketServer
 
 from plant_store import access_log, metrics, webhooks
@@ -23,9 +26,17 @@ from plant_store.waitress_errors import use_json_errors
 
 log = logging.getLogger(__name__)
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
 
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # waitress's run() loop stops on it and lets workers finish
+    """The first stop signal ends the I/O loop wherever it waits; the drain that follows
+    (_run_until_stopped) is bounded by itself, so a second one is ignored, not let to
+    abort it half-way."""
+    for other in STOP_SIGNALS:
+        if signal.getsignal(other) is _interrupt:
+            signal.signal(other, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def create_server(
@@ -69,20 +80,45 @@ def _waitress_server(app: Callable[..., Iterable[bytes]], config: Config,
     )
 
 
-ANSWERS_AFTER_STOP = 2.0  # seconds a stopping server spends sending buffered answers
+STOP_GRACE = 5.0  # seconds a stopping server gives its requests to finish and be answered
 
 
-def _send_buffered_answers(server: BaseWSGIServer | MultiSocketServer) -> None:
-    """Send the answers the last requests left in their connections' buffers: with
-    ``send_bytes`` an answer waits there for the I/O thread, which a stop signal ends
-    (relies on waitress's socket map and ``HTTPChannel._flush_some``)."""
-    until = time.monotonic() + ANSWERS_AFTER_STOP
-    channels = getattr(server, "_map", None) or getattr(server, "map", {})
-    for channel in list(channels.values()):
-        with contextlib.suppress(OSError):
-            while getattr(channel, "total_outbufs_len", 0) and time.monotonic() < until:
-                if not channel._flush_some(do_close=False):  # the client's window is full
-                    select.select([], [channel.socket], [], 0.05)
+def _run_until_stopped(server: BaseWSGIServer | MultiSocketServer) -> None:
+    """Serve until a stop signal, then drain: take no new connection or request, close
+    each connection as soon as nothing of its own is in flight, and keep sending answers,
+    all connections at once, until none is left or STOP_GRACE has passed.
+
+    In place of waitress's ``run()``, which on the signal stops its I/O loop and waits for
+    the workers: with ``send_bytes`` an answer waits in its connection's buffer for that
+    loop to send it, so answers finished after the signal would never leave (a
+    MultiSocketServer even closes every connection first). One client that cannot take
+    its answer (a full window, a reset) holds back no other: the loop serves them all."""
+    # The dispatchers by file descriptor (typeshed's stubs leave BaseWSGIServer's out).
+    socket_map: Any = server.map if isinstance(server, MultiSocketServer) else (
+        server._map)  # type: ignore[attr-defined]
+    loop = functools.partial(wasyncore.loop, timeout=server.adj.asyncore_loop_timeout,
+                             map=socket_map, use_poll=server.adj.asyncore_use_poll)
+    with contextlib.suppress(KeyboardInterrupt):
+        loop()
+    for listener in list(socket_map.values()):
+        if isinstance(listener, BaseWSGIServer):
+            listener.accepting = False  # unaccepted connections are reset at exit
+    until = time.monotonic() + STOP_GRACE
+    while time.monotonic() < until:
+        busy = False
+        for channel in list(socket_map.values()):
+            if not isinstance(channel, HTTPChannel):
+                continue
+            # A request's task pops it only once its answer is all in the buffer.
+            if channel.requests or channel.total_outbufs_len:
+                busy = True
+            else:  # idle, or mid-way through receiving a request that nothing ran yet
+                channel.handle_close()
+        if not busy:
+            break
+        loop(timeout=0.05, count=1)
+    server.task_dispatcher.shutdown(timeout=1)  # past the grace: what is left is dropped
+    wasyncore.close_all(socket_map)
 
 
 def _urls(server: BaseWSGIServer | MultiSocketServer, prefix: str) -> list[str]:
@@ -117,10 +153,7 @@ def serve(
         # must not lose the requests in flight. Ignored (nohup), it stays ignored.
         if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
             signal.signal(signal.SIGHUP, _interrupt)
-        # On a stop signal waitress stops accepting, lets each worker finish its request (and
-        # buffer their answers), waits up to 5 s, and returns; the answers are then sent.
-        server.run()
-        _send_buffered_answers(server)
+        _run_until_stopped(server)
     finally:
         if worker is not None:
             worker.stop()  # after the last request: their deliveries are in the outbox

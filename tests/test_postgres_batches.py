@@ -451,3 +451,51 @@ def test_slow_commits_do_not_fail_creates_that_would_succeed_alone(database_url)
     assert len(outcomes) >= 12
     assert all(isinstance(outcome, tuple) for _, outcome, _ in outcomes), [
         outcome for _, outcome, _ in outcomes if not isinstance(outcome, tuple)]
+
+
+def test_members_of_a_batch_that_may_have_committed_never_answer_not_done(database_url):
+    """Found by the hostile pass: a batch's attempt lost its connection (it may have
+    committed), its retry found a row locked, and each member went alone on a fresh
+    operation: one that then got no connection answered that it was not created, though
+    the first attempt may have stored it. Members gone alone now carry the doubt."""
+    def kill_the_batch(gate):
+        gate.rollback()  # the gate's create goes through; the batch waits at 21
+        until(lambda: len(waiting_for_locks(database_url)) == 1)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", waiting_for_locks(database_url))
+
+    with PostgresStore(database_url, pool_size=1, timeout=1.5, statement_timeout=5) as store, \
+            psycopg.connect(database_url) as held:  # every member's row, left open
+        for plant_id in (21, 22, 23):
+            held.execute("INSERT INTO plant_store_plants (id, name, position) "
+                         "VALUES (%s, '', %s)", [plant_id, -plant_id])
+        outcomes, gate = queue_behind_a_held_create(
+            store, database_url, [Plant(21, "a"), Plant(22, "b"), Plant(23, "c")],
+            release=kill_the_batch)
+        held.rollback()
+    assert gate == (Plant(1000, "gate"), True)
+    # Alone, one member holds the one connection at its locked row until its deadline;
+    # the others find no connection free. Neither knows what the lost attempt did.
+    assert all(isinstance(outcome, StoreUnavailable) for outcome in outcomes), outcomes
+    assert [outcome.unknown for outcome in outcomes] == [True, True, True], [
+        (outcome.cause, str(outcome)) for outcome in outcomes]
+
+
+def test_a_lone_create_at_a_locked_row_holds_back_no_later_create(database_url):
+    """Found by the hostile pass: a lone create of an id whose row another transaction
+    holds kept the one batch slot until its deadline, so every other create first waited
+    BATCH_PATIENCE (median 5.5 -> 55 ms). Its batch now gives the row BATCH_LOCK_WAIT, as
+    any batch does, and the create then waits alone, outside the batches."""
+    with PostgresStore(database_url, timeout=3, statement_timeout=5) as store, \
+            inserted(database_url, 5):
+        store._creates._patience = 60  # a create that finds the slot taken waits for it
+        stuck = threading.Thread(target=run, args=(store, Plant(5, "x")))
+        stuck.start()
+        until(lambda: waiting_for_locks(database_url))
+        started = time.monotonic()
+        for plant_id in range(100, 110):
+            assert run(store, Plant(plant_id, "y")) == (Plant(plant_id, "y"), True)
+        took = time.monotonic() - started
+        assert stuck.is_alive()  # still waiting at its row, alone
+    stuck.join(10)
+    assert took < 2, took  # not each behind the stuck create's batch, until its deadline

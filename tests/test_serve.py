@@ -4,6 +4,7 @@ import http.client
 import json
 import signal
 import socket
+import struct
 import threading
 import time
 
@@ -72,12 +73,117 @@ SLOW_STORE = """
 import sys, time
 from plant_store.stores.jsonfile import JsonFileStore
 create = JsonFileStore.create
-def slow_create(self, plant, webhooks=()):
+def slow_create(self, plant, webhooks=()):  # a second in the store; ids from 100 three
     print("slow create started", file=sys.stderr, flush=True)
-    time.sleep(1.5)
+    time.sleep(3.0 if plant.id >= 100 else 1.0)
     return create(self, plant, webhooks)
 JsonFileStore.create = slow_create
 """
+
+
+# A MultiSocketServer, as a host name with two addresses (or '*') gives.
+TWO_SOCKETS = """
+import waitress.server
+one_socket = waitress.server.create_server
+def two_sockets(app, host=None, port=None, **settings):
+    return one_socket(app, listen="127.0.0.1:0 127.0.0.2:0", **settings)
+waitress.server.create_server = two_sockets
+"""
+
+
+def wait_for_line(server, text, count=1, timeout=10):
+    deadline = time.monotonic() + timeout  # under load, requests may take a while to come
+    while "".join(server.stderr).count(text) < count:
+        assert time.monotonic() < deadline, "".join(server.stderr)
+        time.sleep(0.02)
+
+
+def post_raw(server, plant, token, rcvbuf=None):
+    """A POST on a socket of the test's own, its answer left unread."""
+    sock = socket.socket()
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.connect((server.host, server.port))
+    body = json.dumps(plant).encode()
+    sock.sendall(b"POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                 % (token.encode(), len(body), body))
+    return sock
+
+
+def creates_in_flight(server, token, ids):
+    """Threads creating ``ids``, and where each one's (status, body, time answered) goes."""
+    answers = {}
+
+    def create(plant_id):
+        status, _, body = server.request("POST", "/plants", {"id": plant_id, "name": "Fern"},
+                                         token, timeout=20)
+        answers[plant_id] = (status, body, time.monotonic())
+    threads = [threading.Thread(target=create, args=(plant_id,)) for plant_id in ids]
+    for thread in threads:
+        thread.start()
+    return threads, answers
+
+
+@pytest.mark.parametrize("sockets", [1, 2])
+def test_a_stop_sends_each_answer_in_flight_as_soon_as_it_is_ready(tmp_path, sockets):
+    """The hostile pass of issue 26: with answers buffered for waitress's I/O thread, a stop
+    lost every answer in flight on two listening sockets, held each answer until the
+    slowest request was done, and let one client that reset its connection use up the time
+    left for all the others; a second signal cut the sending short."""
+    prelude = SLOW_STORE + (TWO_SOCKETS if sockets == 2 else "")
+    with Server(tmp_path, prelude=prelude) as server:
+        token = server.first_token
+        threads, answers = creates_in_flight(server, token, (1, 2, 3, 100))
+        gone = post_raw(server, {"id": 4, "name": "Gone"}, token)
+        wait_for_line(server, "slow create started", count=5)
+        gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        gone.close()  # a reset, while its create is in the store
+        signalled = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        server.proc.send_signal(signal.SIGTERM)  # ignored: the drain is bounded already
+        for thread in threads:
+            thread.join(20)
+        assert server.proc.wait(10) == 0
+    assert {n: answer[:2] for n, answer in answers.items()} == {
+        n: (200, {"name": "Fern"}) for n in (1, 2, 3, 100)}
+    waited = {n: round(answer[2] - signalled, 2) for n, answer in answers.items()}
+    # The quick creates are answered about a second in, not after the slow one's three.
+    assert max(waited[n] for n in (1, 2, 3)) < 2.5 < waited[100], waited
+    assert "".join(server.stderr).splitlines()[-1].endswith("plant-store stopped")
+
+
+def test_a_client_that_takes_no_answer_holds_back_no_other_at_a_stop(tmp_path):
+    """A page of about 9 MB that its client never reads stays in the server's buffer; the
+    other answers in flight still go out at once, and the stop ends after the grace
+    (server.STOP_GRACE, 5 s)."""
+    name = "n" * 60_000
+    with Server(tmp_path) as server:
+        token = server.first_token
+        for plant_id in range(1000, 1150):
+            assert server.request("POST", "/plants", {"id": plant_id, "name": name},
+                                  token)[0] == 200
+    with Server(tmp_path, prelude=SLOW_STORE) as server:
+        reader = socket.socket()
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reader.connect((server.host, server.port))
+        reader.sendall(b"GET /plants?limit=1000 HTTP/1.1\r\nHost: x\r\n"
+                       b"Authorization: Bearer %s\r\n\r\n" % token.encode())
+        threads, answers = creates_in_flight(server, token, (1, 2))
+        wait_for_line(server, "slow create started", count=2)
+        wait_for_line(server, "GET /plants 200")  # its answer is buffered, in part unsent
+        signalled = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        for thread in threads:
+            thread.join(20)
+        assert server.proc.wait(15) == 0
+        stopped = time.monotonic() - signalled
+        reader.close()
+    assert {n: answer[:2] for n, answer in answers.items()} == {
+        n: (200, {"name": "Fern"}) for n in (1, 2)}
+    assert max(answer[2] - signalled for answer in answers.values()) < 2.5, answers
+    assert 4.5 < stopped < 8, stopped
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
@@ -90,10 +196,7 @@ def test_a_stop_signal_finishes_the_request_in_flight_then_exits_0(tmp_path, sig
         in_flight = threading.Thread(target=lambda: answers.append(
             server.request("POST", "/plants", {"id": 7, "name": "Fern"}, token)))
         in_flight.start()
-        started = time.monotonic() + 10  # under load, the request may take a while to come
-        while "slow create started" not in "".join(server.stderr):
-            assert time.monotonic() < started, "".join(server.stderr)
-            time.sleep(0.02)
+        wait_for_line(server, "slow create started")
         server.proc.send_signal(sig)  # while the create sleeps in the store
         in_flight.join(10)
         assert server.proc.wait(10) == 0

@@ -103,7 +103,13 @@ class _NotDone(Exception):
 
 class _Alone(Exception):
     """A batch must not answer for its members: each runs its create alone, at once, in
-    its own thread (a row of one of them was locked, or the batch was refused)."""
+    its own thread (a row of one of them was locked, or the batch was refused).
+    ``unsettled``: an attempt of the batch may have committed, so a member that fails
+    alone says its outcome is unknown, never that it was not done."""
+
+    def __init__(self, unsettled: bool = False) -> None:
+        super().__init__()
+        self.unsettled = unsettled
 
 
 class _Unsettled(Exception):
@@ -251,8 +257,8 @@ class PostgresStore(Store):
                 if name not in SETTLED_BY_RETRY:
                     raise self._unknown(name) from None
             except _NotDone as exc:
-                if exc.locked and params.get("lock_timeout", "0") != "0":
-                    raise _Alone() from None  # a batch waiting on one member's row
+                if exc.locked and params.get("lock_timeout"):
+                    raise _Alone(op.unsettled) from None  # waiting on one member's row
                 last = exc.error
                 if not exc.retry:
                     last.unknown = op.unsettled
@@ -345,7 +351,8 @@ class PostgresStore(Store):
         call = _NewPlant(plant, tuple(webhooks), time.monotonic() + self._timeout)
         try:
             return self._creates.submit(call)
-        except _Alone:
+        except _Alone as alone:  # in this thread, outside the batches: it holds none back
+            call.alone, call.unsettled = True, alone.unsettled
             answer = self._create_batch([call])[0]
             if isinstance(answer, Exception):
                 raise answer from None
@@ -370,15 +377,15 @@ class PostgresStore(Store):
                     plant = first[plant_id].plant
                     outcome[plant_id] = (plant, True) if created else _after(
                         (_plant(plant_id, name, tag), False), plant)
-        except _Alone:
-            return [_Alone() for _ in calls]
+        except _Alone as alone:
+            return [_Alone(alone.unsettled) for _ in calls]
         except StoreUnavailable as exc:
             if exc.cause == "refused" and not exc.unknown and len(calls) > 1:
                 return [_Alone() for _ in calls]
             for plant_id, call in first.items():
                 outcome[plant_id] = _after(exc, call.plant)
         return [StoreUnavailable(f"{self.where} did not answer within {self._timeout:g} s",
-                                 "deadline") if call.deadline <= now
+                                 "deadline", unknown=call.unsettled) if call.deadline <= now
                 else outcome[call.plant.id] if first[call.plant.id] is call
                 else _after(outcome[call.plant.id], call.plant) for call in calls]
 
@@ -388,11 +395,14 @@ class PostgresStore(Store):
         calls = list(sent.values())
         owed = [delivery for call in calls if call.webhooks
                 for delivery in deliveries_for(call.plant, call.webhooks)]
+        # A batch, even of one, waits BATCH_LOCK_WAIT at most for a row another transaction
+        # holds (then its members go alone); a create alone waits as long as it may.
+        lock_timeout = None if calls[0].alone else BATCH_LOCK_WAIT
         if len(calls) == 1:
             query, plant = "create_one", calls[0].plant
             params = {"id": plant.id, "name": plant.name.encode(), "tag": _utf8(plant.tag),
                       "delivery_ids": [d.id for d in owed], "urls": [d.url for d in owed],
-                      "body": owed[0].body if owed else b""}
+                      "body": owed[0].body if owed else b"", "lock_timeout": lock_timeout}
         else:
             query = "create"
             params = {"ids": list(sent), "names": [call.plant.name.encode() for call in calls],
@@ -400,8 +410,9 @@ class PostgresStore(Store):
                       "delivery_ids": [d.id for d in owed],
                       "delivery_plants": [d.plant_id for d in owed],
                       "urls": [d.url for d in owed], "bodies": [d.body for d in owed],
-                      "lock_timeout": BATCH_LOCK_WAIT}
-        op = _Operation(min(call.deadline for call in calls))
+                      "lock_timeout": lock_timeout}
+        op = _Operation(min(call.deadline for call in calls),
+                        unsettled=any(call.unsettled for call in calls))
         for _ in range(3):
             rows = self._run(query, params, lambda cur: cur.fetchall(), op)
             if rows and rows[0][0] is None:  # the data is on another server or timeline
@@ -526,10 +537,14 @@ class PostgresStore(Store):
 
 @dataclasses.dataclass(slots=True)
 class _NewPlant:
-    """A create waiting for its batch."""
+    """A create waiting for its batch; or, ``alone``, running by itself after its batch
+    could not answer for it (``unsettled``: when an attempt of that batch may have
+    committed)."""
     plant: Plant
     webhooks: tuple[str, ...]
     deadline: float  # monotonic
+    alone: bool = False
+    unsettled: bool = False
 
 
 def _after(earlier: "tuple[Plant, bool] | Exception", plant: Plant,

@@ -16,10 +16,11 @@
 -- answers only once the plant is durable as configured.
 -- lock_timeout: a batch waits that long at most for a row another transaction holds (an
 -- open transaction on one of its ids must not hold its neighbours back); it is set for
--- this statement's own transaction, before the first row is inserted ('0' for one plant
--- alone: no bound but the statement's).
+-- this statement's own transaction, before the first row is inserted (NULL for a create
+-- alone: the role's own lock_timeout, if any, else no bound but the statement's).
 WITH clock AS (
-    SELECT c.base, set_config('lock_timeout', %(lock_timeout)s, true)
+    SELECT c.base, set_config('lock_timeout',
+                              coalesce(%(lock_timeout)s, current_setting('lock_timeout')), true)
     FROM plant_store_batch_clock AS c JOIN plant_store_here AS h
         ON c.system_identifier = h.system_identifier AND c.timeline = h.timeline
 ), new AS (
@@ -49,10 +50,13 @@ SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock);
 
 -- name: create_one
 -- The batch of one (a lone create, or a member gone alone): the create above for one plant
--- with plain parameters, which costs less than the arrays (a lone client's latency), and
--- with no lock_timeout of its own. Same answers.
+-- with plain parameters, which costs less than the arrays (a lone client's latency). Same
+-- answers, and the same lock_timeout: a lone create waiting on a held row must not keep
+-- the batches waiting behind it (NULL once it runs alone, outside them: the role's own).
 WITH clock AS (
-    SELECT c.base FROM plant_store_batch_clock AS c JOIN plant_store_here AS h
+    SELECT c.base, set_config('lock_timeout',
+                              coalesce(%(lock_timeout)s, current_setting('lock_timeout')), true)
+    FROM plant_store_batch_clock AS c JOIN plant_store_here AS h
         ON c.system_identifier = h.system_identifier AND c.timeline = h.timeline
 ), mine AS (
     SELECT base + (pg_current_xact_id()::text::bigint << 10) AS position FROM clock

@@ -98,12 +98,9 @@ def wait_for_line(server, text, count=1, timeout=10):
         time.sleep(0.02)
 
 
-def post_raw(server, plant, token, rcvbuf=None):
+def post_raw(server, plant, token):
     """A POST on a socket of the test's own, its answer left unread."""
-    sock = socket.socket()
-    if rcvbuf:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.connect((server.host, server.port))
+    sock = socket.create_connection((server.host, server.port))
     body = json.dumps(plant).encode()
     sock.sendall(b"POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"

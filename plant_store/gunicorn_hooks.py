@@ -1,6 +1,15 @@
 """gunicorn settings for the service's logs, its probes and the metrics of several workers:
 ``gunicorn -c python:plant_store.gunicorn_hooks -w 4 plant_store.wsgi:application``.
 
+Only gunicorn's public settings and server hooks are used, on gunicorn 26.0 and newer: its
+``gthread`` worker answers the connections it accepted before a recycle by
+``max_requests`` ends it (23 reset them), and gives a connection a thread only once its
+request arrives (before 26, a client that connected and never sent held a thread for
+good). Its stock ``gthread`` worker serves the
+requests; the probes get a port of their own in each worker (``probe_port``, started in
+``post_worker_init``), served by threads nothing else uses, as under uWSGI
+(:mod:`plant_store.probe_port`).
+
 gunicorn's own lines (``gunicorn.error``) take the service's ``log_format``, so that every
 line of the server is in one format.
 
@@ -29,9 +38,11 @@ worker that ever ran.
 import glob
 import os
 import shutil
+import socket
 import tempfile
 import threading
 
+import gunicorn
 from gunicorn import glogging
 from gunicorn.arbiter import Arbiter
 from gunicorn.config import Config
@@ -39,7 +50,7 @@ from gunicorn.workers.base import Worker
 from prometheus_client import multiprocess
 
 from plant_store import config as _config  # 'config' is one of gunicorn's settings
-from plant_store import logs, metrics_archive
+from plant_store import logs, metrics_archive, probe_port
 from plant_store.stores import one_process_problem
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -57,9 +68,16 @@ else:
 secure_scheme_headers: dict[str, str] = {}
 forwarded_allow_ips = ""
 
-# gunicorn's threaded worker, with /health and /ready on threads of their own
-# (plant_store.gunicorn_probes); ``-k`` on the command line overrides it.
-worker_class = "plant_store.gunicorn_probes.ProbeLaneWorker"
+# gunicorn's own threaded worker: since 24.0, a worker recycled by max_requests or stopped
+# answers the connections it accepted before it ends. ``-k`` overrides it.
+worker_class = "gthread"
+
+# gunicorn 25.1+ opens a control socket under $XDG_RUNTIME_DIR or $HOME by default; the
+# shipped systemd unit (ProtectHome=yes, ProtectSystem=strict) allows neither, and the
+# service needs none (gunicorn before 25.1 ignores the name).
+control_socket_disable = True
+
+OLDEST = (26, 0)  # the oldest gunicorn these hooks are tested with
 
 # Each worker's files grow a page at a time through mmap: on a full file system the write
 # faults and the kernel kills the worker (SIGBUS), mid-request, after its commit.
@@ -85,9 +103,15 @@ logger_class = f"{__name__}._Logger"
 
 
 def on_starting(server: Arbiter) -> None:
-    """Refuse to start, in one line, with a store that serves one process and more than one
-    worker, or a directory the workers could not write."""
+    """Refuse to start, in one line, on a gunicorn older than OLDEST, with a store that
+    serves one process and more than one worker, or a directory the workers could not
+    write."""
+    if gunicorn.version_info < OLDEST:
+        raise SystemExit(f"plant-store: error: plant_store.gunicorn_hooks needs gunicorn "
+                         f"{'.'.join(map(str, OLDEST))} or newer (this is "
+                         f"{gunicorn.__version__}); pip install 'gunicorn>=26'")
     _refuse_workers_that_cannot_share(server.cfg.workers)
+    _listen_for_probes(server)
     directory = os.environ[ENV]
     try:
         os.makedirs(directory, exist_ok=True)
@@ -114,6 +138,47 @@ def _refuse_workers_that_cannot_share(workers: int) -> None:
     problem = one_process_problem(store, workers, "gunicorn", "-w 1")
     if problem:
         raise SystemExit(f"plant-store: error: {problem}")
+
+
+_probes: socket.socket | None = None  # the probe port, bound by the master
+_serving: probe_port.ProbeServer | None = None  # this worker's server on it
+
+
+def _listen_for_probes(server: Arbiter) -> None:
+    """Bind ``probe_port`` once, in the master, for every worker to accept from (a worker
+    that ends leaves no queue of its own behind), or say that the probes wait with the
+    requests."""
+    global _probes
+    try:
+        loaded = _config.load(os.environ.get("PLANT_STORE_CONFIG"), os.environ,
+                              only={"host", "probe_port"})
+    except _config.ConfigError as exc:
+        raise SystemExit(f"plant-store: error: {exc}") from None
+    if not loaded.probe_port:
+        server.log.warning(  # type: ignore[union-attr]
+            "probe_port is 0: /health and /ready wait behind the requests for gunicorn's "
+            "threads; set PLANT_STORE_PROBE_PORT to give them a port of their own")
+        return
+    try:
+        _probes = probe_port.listen(loaded.host, loaded.probe_port)
+    except OSError as exc:
+        raise SystemExit(f"plant-store: error: probe_port={loaded.probe_port} on "
+                         f"{loaded.host}: {exc.strerror}") from None
+
+
+def post_worker_init(worker: Worker) -> None:
+    """Answer ``/health`` and ``/ready`` on the probe port in this worker, from threads of
+    their own: gunicorn's request threads may all wait (a locked table, a database that
+    has gone) while a probe must answer within a second."""
+    global _serving
+    if _probes is not None:
+        _serving = probe_port.serve(worker.wsgi, _probes)
+
+
+def worker_exit(server: Arbiter, worker: Worker) -> None:
+    """A worker that ends (recycled, reloaded, stopped) answers the probes it accepted."""
+    if _serving is not None:
+        _serving.stop()
 
 
 def on_exit(server: object) -> None:

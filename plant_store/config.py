@@ -189,9 +189,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("host", str, "127.0.0.1", "Address waitress listens on."),
     Setting("port", _int_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one."),
     Setting("probe_port", _int_in(0, 65535), "0",
-            "uWSGI only: also answer /health and /ready on this port (on host) in every "
-            "worker, from threads of their own, since uWSGI's threads take connections "
-            "themselves and none is free while all wait; 0: off.",
+            "uWSGI, and gunicorn with plant_store.gunicorn_hooks: also answer /health "
+            "and /ready on this port (on host) in every worker, from threads of their "
+            "own, since the servers' request threads may all wait while a probe must "
+            "answer; 0: off.",
             unit="PORT"),
     Setting("threads", _int_in(1, 256), "16",
             "Waitress worker threads; more of them share each fsync (group commit).", unit="N"),

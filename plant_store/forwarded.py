@@ -42,6 +42,7 @@ HEADERS = {
 }
 _HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?")
 _SEGMENT = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@-]+")  # a path segment, unencoded
+_SCOPE = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # an IPv6 zone: an interface's name or number
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 # Forwarded's pairs: a token, '=', and a token or a quoted string (RFC 7239, section 4).
 _PAIR = re.compile(r'\s*([!#$%&\'*+.^_`|~0-9A-Za-z-]+)=([!#$%&\'*+.^_`|~0-9A-Za-z-:\[\]]+'
@@ -111,7 +112,9 @@ class Forwarded:
         value = environ.get(key)
         if value is None:
             return None
-        hops = _split(value)
+        # X-Forwarded-* have no quoted strings: a client's '"' must not swallow the hop
+        # an appending proxy added after it.
+        hops = _split(value) if key == "HTTP_FORWARDED" else value.split(",")
         return hops[-self._count].strip() if len(hops) >= self._count else None
 
     def _believe(self, environ: dict[str, Any]) -> None:
@@ -172,6 +175,9 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         text = text[1:].partition("]")[0]
     elif text.count(":") == 1:
         text = text.partition(":")[0]
+    scope = text.partition("%")[2]
+    if scope and not _SCOPE.fullmatch(scope):  # ipaddress takes any text as a scope id
+        return None
     try:
         return ipaddress.ip_address(text)
     except ValueError:
@@ -198,7 +204,11 @@ def _split(value: str, separator: str = ",") -> list[str]:
             current = []
             continue
         current.append(char)
-    hops.append("".join(current))
+    if quoted:  # a quote left open (a client's, since proxies write whole elements): the
+        # separators after it are real, so the elements appended after it stay whole
+        hops.extend("".join(current).split(separator))
+    else:
+        hops.append("".join(current))
     return hops
 
 

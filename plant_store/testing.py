@@ -20,19 +20,25 @@ import falcon
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import MemoryStore
-from plant_store.tokens import StaticTokens
+from plant_store.tokens import StaticTokens, TokenError
 
 TOKEN = "plant-store-test-token"  # what the fixtures' app accepts
 
 
 def make_app(
-    tokens: Iterable[str] | Mapping[str, str] = (TOKEN,), **settings: Any,
+    tokens: Iterable[str] | Mapping[str, str] | StaticTokens = (TOKEN,), **settings: Any,
 ) -> falcon.App[falcon.Request, falcon.Response]:
-    """The service on a new memory store, accepting ``tokens`` (or a mapping of each token
-    to its label); ``settings`` as in ``plant-store.ini`` (``url_prefix="/api"``,
-    ``page_size=2``...), as Python values or their text."""
+    """The service on a new memory store, accepting ``tokens`` (a list, a mapping of each
+    token to its label, or a StaticTokens); ``settings`` as in ``plant-store.ini``
+    (``url_prefix="/api"``, ``page_size=2``...), as Python values or their text. Raises
+    TokenError for tokens no client could send."""
+    if not isinstance(tokens, StaticTokens):
+        if not isinstance(tokens, Iterable):
+            raise TokenError(f"make_app's tokens: a list of tokens, a mapping of each to "
+                             f"its label, or a StaticTokens, not {type(tokens).__name__}")
+        tokens = StaticTokens(tokens)
     config = Config(**{"store": "memory", **settings})
-    return create_app(config, store=MemoryStore(), tokens=StaticTokens(tokens))
+    return create_app(config, store=MemoryStore(), tokens=tokens)
 
 
 try:

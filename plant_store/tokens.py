@@ -60,6 +60,10 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+# RFC 6750's b64token: what can follow "Bearer " in an Authorization header.
+_PRESENTABLE = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+
+
 class StaticTokens:
     """Tokens held in memory, never on disk: for tests, and for a host application that keeps
     its secrets elsewhere. Checked as the file's are: by hash, in constant time."""
@@ -74,6 +78,10 @@ class StaticTokens:
         if not all(isinstance(t, str) and t and isinstance(label, str) and label
                    for t, label in labelled.items()):
             raise TokenError("every token and label must be a non-empty string")
+        for token in labelled:
+            if not _PRESENTABLE.fullmatch(token):  # the check strips and splits the header
+                raise TokenError("a token must be what a client can send after 'Bearer ': "
+                                 "letters, digits and -._~+/ (then any '='), no spaces")
         self._hashes = tuple((_digest(t).encode(), label) for t, label in labelled.items())
 
     def verify(self, token: str) -> str | None:

@@ -198,3 +198,24 @@ def test_static_tokens_refuse_one_string_and_odd_labels():
     for bad in ("s3cret", {"t": None}, {"t": 5}, [""]):
         with pytest.raises(TokenError):
             StaticTokens(bad)
+
+
+@pytest.mark.parametrize("bad", [[" padded "], ["two words"], ["tab\there"], ["é"], ["a=b"]])
+def test_a_token_no_client_could_send_is_refused_when_the_app_is_made(bad):
+    """Hostile round 4: make_app(tokens=[" padded "]) made an app whose token every
+    request was refused with (the check strips and splits the header)."""
+    from plant_store.tokens import TokenError
+
+    with pytest.raises(TokenError, match="a token must be what a client can send"):
+        make_app(tokens=bad)
+
+
+def test_make_app_takes_static_tokens_and_says_what_else_it_takes():
+    from plant_store.tokens import TokenError
+
+    app = webtest.TestApp(make_app(tokens=StaticTokens({"t-1": "ci"})))
+    app.get("/plants", headers={"Authorization": "Bearer t-1"}, status=200)
+    with pytest.raises(TokenError, match="a list of tokens, a mapping .* not NoneType"):
+        make_app(tokens=None)
+    assert webtest.TestApp(make_app(tokens=["abc+/=="])).get(
+        "/plants", headers={"Authorization": "Bearer abc+/=="}).status_int == 200

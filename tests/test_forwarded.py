@@ -121,6 +121,32 @@ def test_rfc_7239_forwarded(header, expected):
         expected)
 
 
+def test_a_clients_quote_in_x_forwarded_for_swallows_no_proxy_hop():
+    """Hostile round 4: X-Forwarded-For has no quoted strings, so a client's '"' in front
+    of what an appending proxy (nginx's $proxy_add_x_forwarded_for) added must not join
+    the two: the client was logged as the proxy."""
+    environ = rewritten({"X-Forwarded-For": '", 192.0.2.7'})
+    assert environ["REMOTE_ADDR"] == CLIENT
+    environ = rewritten({"X-Forwarded-For": '"6.6.6.6, 192.0.2.7'})
+    assert environ["REMOTE_ADDR"] == CLIENT
+
+
+def test_a_clients_unbalanced_quote_in_forwarded_voids_no_proxy_element():
+    environ = rewritten({"Forwarded": 'for="6.6.6.6, for=192.0.2.7;proto=https'},
+                        names=("forwarded",))
+    assert (environ["REMOTE_ADDR"], environ["wsgi.url_scheme"]) == (CLIENT, "https")
+
+
+@pytest.mark.parametrize("value", ["fe80::1%a b c", "[fe80::1%a b c]:80", "fe80::1%" + "x" * 16,
+                                   'fe80::1%"x"', "fe80::1%"])
+def test_an_ipv6_scope_id_that_names_no_interface_is_not_believed(value):
+    assert rewritten({"X-Forwarded-For": value})["REMOTE_ADDR"] == PROXY
+
+
+def test_an_ipv6_scope_id_that_names_an_interface_is_kept():
+    assert rewritten({"X-Forwarded-For": "[fe80::1%eth0]:80"})["REMOTE_ADDR"] == "fe80::1%eth0"
+
+
 def test_forwarded_without_the_header_falls_back_to_x_forwarded():
     environ = rewritten({"X-Forwarded-For": CLIENT}, names=("forwarded", "x-forwarded-for"))
     assert environ["REMOTE_ADDR"] == CLIENT

@@ -180,6 +180,7 @@ def test_the_hooks_open_no_control_socket(tmp_path):
 
 
 def test_a_gunicorn_older_than_the_hooks_support_is_refused_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # else the import names one
     from plant_store import gunicorn_hooks
 
     monkeypatch.setattr(gunicorn_package, "version_info", (23, 0, 0))

@@ -21,7 +21,7 @@ def serialize(req: falcon.Request, resp: falcon.Response, error: falcon.HTTPErro
 
 
 def document(status: int, message: str) -> bytes:
-    """The Error body; waitress's own errors use it too (``waitress_errors``)."""
+    """The Error body; waitress's own errors use it too (``waitress_adapter``)."""
     return orjson.dumps(_dump({"error": status, "message": message}))
 
 

@@ -1,28 +1,18 @@
 """Run the app on waitress until SIGTERM, SIGINT or SIGHUP, finish what is in flight, close
 the store."""
 
-import contextlib
-import functools
 import logging
 import os
 import signal
-import time
-import warnings
 from collections.abc import Callable, Iterable
-from typing import Any
 
-import waitress.server
-from waitress import wasyncore
-from waitress.channel import HTTPChannel
-from waitress.server import BaseWSGIServer, MultiSocketServer
-
-from plant_store import access_log, metrics, webhooks
+from plant_store import access_log, metrics, waitress_adapter, webhooks
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.probe_lane import ProbeLaneDispatcher
 from plant_store.stores import Store
 from plant_store.tokens import TokenFile
-from plant_store.waitress_errors import use_json_errors
+from plant_store.waitress_adapter import Server
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +21,8 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 def _interrupt(signum: int, frame: object) -> None:
     """The first stop signal ends the I/O loop wherever it waits; the drain that follows
-    (_run_until_stopped) is bounded by itself, so a second one is ignored, not let to
-    abort it half-way."""
+    (waitress_adapter.run_until_stopped) is bounded by itself, so a second one is ignored,
+    not let to abort it half-way."""
     for other in STOP_SIGNALS:
         if signal.getsignal(other) is _interrupt:
             signal.signal(other, signal.SIG_IGN)
@@ -42,30 +32,21 @@ def _interrupt(signum: int, frame: object) -> None:
 def create_server(
     app: Callable[..., Iterable[bytes]], config: Config,
     on_refused: Callable[[str, str, int], None] | None = None,
-) -> BaseWSGIServer | MultiSocketServer:
+) -> Server:
     """A waitress server for ``app`` with the configured settings (benchmarks reuse it); a
     host that resolves to several addresses gets a MultiSocketServer. ``on_refused(method,
-    path, status)``: told of each request waitress answers itself (see waitress_errors)."""
+    path, status)``: told of each request waitress answers itself (in the Error shape, see
+    waitress_adapter)."""
     # The URL prefix and the forwarded headers are the app's (plant_store.forwarded), as
     # under any other server: waitress's own would apply them twice, and by default it
     # removes every forwarded header before the app could read it.
-    with warnings.catch_warnings():  # send_bytes is deprecated, and still what it says
-        warnings.simplefilter("ignore", DeprecationWarning)
-        server = _waitress_server(app, config)
-    use_json_errors(server, on_refused)
-    return server
-
-
-def _waitress_server(app: Callable[..., Iterable[bytes]], config: Config,
-                     ) -> BaseWSGIServer | MultiSocketServer:
-    return waitress.server.create_server(
-        app, _dispatcher=ProbeLaneDispatcher(config.threads, config.url_prefix),
+    return waitress_adapter.create_server(
+        app, ProbeLaneDispatcher(config.threads, config.url_prefix),
+        # A body of max_body_size is accepted; one byte more is refused as it arrives,
+        # before the app and its token check, unread.
+        max_body_size=config.max_body_size, on_refused=on_refused,
         host=config.host, port=config.port, threads=config.threads, ident="plant-store",
         clear_untrusted_proxy_headers=False,
-        # Waitress refuses a body once its Content-Length, or a chunked body's bytes as sent
-        # (chunk-size lines too), reach this (its parser compares >=): the limit itself is
-        # accepted; one byte more is refused before the app and its token check, unread.
-        max_request_body_size=config.max_body_size + 1,
         connection_limit=config.connection_limit, channel_timeout=config.channel_timeout,
         cleanup_interval=min(30, config.channel_timeout),  # how often idle ones are closed
         # waitress's default (1) has the request's thread send each part of an answer as
@@ -83,50 +64,9 @@ def _waitress_server(app: Callable[..., Iterable[bytes]], config: Config,
 STOP_GRACE = 5.0  # seconds a stopping server gives its requests to finish and be answered
 
 
-def _run_until_stopped(server: BaseWSGIServer | MultiSocketServer) -> None:
-    """Serve until a stop signal, then drain: take no new connection or request, close
-    each connection as soon as nothing of its own is in flight, and keep sending answers,
-    all connections at once, until none is left or STOP_GRACE has passed.
-
-    In place of waitress's ``run()``, which on the signal stops its I/O loop and waits for
-    the workers: with ``send_bytes`` an answer waits in its connection's buffer for that
-    loop to send it, so answers finished after the signal would never leave (a
-    MultiSocketServer even closes every connection first). One client that cannot take
-    its answer (a full window, a reset) holds back no other: the loop serves them all."""
-    # The dispatchers by file descriptor (typeshed's stubs leave BaseWSGIServer's out).
-    socket_map: Any = server.map if isinstance(server, MultiSocketServer) else (
-        server._map)  # type: ignore[attr-defined]
-    loop = functools.partial(wasyncore.loop, timeout=server.adj.asyncore_loop_timeout,
-                             map=socket_map, use_poll=server.adj.asyncore_use_poll)
-    with contextlib.suppress(KeyboardInterrupt):
-        loop()
-    for listener in list(socket_map.values()):
-        if isinstance(listener, BaseWSGIServer):
-            listener.accepting = False  # unaccepted connections are reset at exit
-    until = time.monotonic() + STOP_GRACE
-    while time.monotonic() < until:
-        busy = False
-        for channel in list(socket_map.values()):
-            if not isinstance(channel, HTTPChannel):
-                continue
-            # A request's task pops it only once its answer is all in the buffer.
-            if channel.requests or channel.total_outbufs_len:
-                busy = True
-            else:  # idle, or mid-way through receiving a request that nothing ran yet
-                channel.handle_close()
-        if not busy:
-            break
-        loop(timeout=0.05, count=1)
-    server.task_dispatcher.shutdown(timeout=1)  # past the grace: what is left is dropped
-    wasyncore.close_all(socket_map)
-
-
-def _urls(server: BaseWSGIServer | MultiSocketServer, prefix: str) -> list[str]:
-    listening = (server.effective_listen if isinstance(server, MultiSocketServer)
-                 # BaseWSGIServer sets both in __init__; typeshed's stub leaves them out.
-                 else [(server.effective_host, server.effective_port)])  # type: ignore[attr-defined]
+def _urls(server: Server, prefix: str) -> list[str]:
     return [f"http://{f'[{host}]' if ':' in host else host}:{port}{prefix}"
-            for host, port in listening]
+            for host, port in waitress_adapter.listening(server)]
 
 
 def serve(
@@ -153,7 +93,8 @@ def serve(
         # must not lose the requests in flight. Ignored (nohup), it stays ignored.
         if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
             signal.signal(signal.SIGHUP, _interrupt)
-        _run_until_stopped(server)
+        # Then a drain: the answers in flight are still sent, for at most STOP_GRACE.
+        waitress_adapter.run_until_stopped(server, STOP_GRACE)
     finally:
         if worker is not None:
             worker.stop()  # after the last request: their deliveries are in the outbox

@@ -90,7 +90,7 @@ def test_a_500_waitress_makes_itself_says_nothing_of_the_internals(tmp_path):
 # Two listening sockets: waitress's create_server returns a MultiSocketServer.
 TWO_SOCKETS = """
 import signal, waitress
-from plant_store.waitress_errors import use_json_errors
+from plant_store.waitress_adapter import use_json_errors
 def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"ok"]

@@ -215,7 +215,7 @@ def test_make_app_takes_static_tokens_and_says_what_else_it_takes():
 
     app = webtest.TestApp(make_app(tokens=StaticTokens({"t-1": "ci"})))
     app.get("/plants", headers={"Authorization": "Bearer t-1"}, status=200)
-    with pytest.raises(TokenError, match="a list of tokens, a mapping .* not NoneType"):
+    with pytest.raises(TokenError, match=r"a list of tokens, a mapping .* not NoneType"):
         make_app(tokens=None)
     assert webtest.TestApp(make_app(tokens=["abc+/=="])).get(
         "/plants", headers={"Authorization": "Bearer abc+/=="}).status_int == 200

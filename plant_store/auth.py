@@ -18,6 +18,24 @@ class Tokens(Protocol):
 REALM = 'Bearer realm="plant-store"'
 
 
+def presented(header: str | None) -> str | None:
+    """The token an ``Authorization: Bearer <token>`` header presents, or None."""
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def verifier(tokens: Tokens) -> Callable[[str | None], bool]:
+    """Whether an ``Authorization`` header's token is valid (the server asks before it
+    invites a body with ``100 Continue``)."""
+    def verifies(header: str | None) -> bool:
+        token = presented(header)
+        return token is not None and tokens.verify(token) is not None
+    return verifies
+
+
 class BearerAuth:
     def __init__(self, tokens: Tokens, public_paths: frozenset[str],
                  public_prefixes: tuple[str, ...] = (), *, preflight: bool = False,
@@ -40,9 +58,8 @@ class BearerAuth:
         if header is None:
             raise self._unauthorized(
                 "missing", "An 'Authorization: Bearer <token>' header is required.")
-        scheme, _, token = header.strip().partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        token = presented(header)
+        if token is None:
             raise self._unauthorized(
                 "scheme", "The Authorization header must use the Bearer scheme.")
         if self._tokens.verify(token) is None:

@@ -189,24 +189,29 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("host", str, "127.0.0.1", "Address waitress listens on."),
     Setting("port", _int_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one."),
     Setting("probe_port", _int_in(0, 65535), "0",
-            "uWSGI, and gunicorn with plant_store.gunicorn_hooks: also answer /health "
-            "and /ready on this port (on host) in every worker, from threads of their "
-            "own, since the servers' request threads may all wait while a probe must "
-            "answer; 0: off.",
+            "Also answer /health and /ready on this port (on host), from threads of their "
+            "own, whatever the service's port and threads are doing (all connections "
+            "taken, every thread waiting); under uWSGI, and gunicorn with "
+            "plant_store.gunicorn_hooks, in every worker; 0: off.",
             unit="PORT"),
     Setting("threads", _int_in(1, 256), "16",
             "Waitress worker threads; more of them share each fsync (group commit).", unit="N"),
     Setting("connection_limit", _int_in(10, 1000), "100",
             "Most connections waitress holds open, counting its own listening socket and "
-            "wake-up pipe (at most 1000: it watches them with select()); later clients wait "
-            "unanswered until one closes. Clients that send slowly can hold them all "
-            "(slowloris): on a public port, put a proxy in front (see docs/deploying.rst).",
+            "wake-up pipe. At the limit, every connection that has sent nothing for a "
+            "second and waits for no answer is closed, to let new clients in.",
             unit="N"),
     Setting("channel_timeout", _int_in(1, 86400), "120",
             "Seconds a connection may go without sending or receiving a byte, outside a "
             "request the app is handling, before waitress closes it (checked every 30 s, or "
             "this often if shorter). A client that sends a byte now and then is never closed. "
             "Behind nginx keep it above nginx's upstream keepalive_timeout (60 s).",
+            unit="SECONDS"),
+    Setting("request_timeout", _int_in(1, 3600), "30",
+            "Seconds a client gets to send a request whole (its headers and body, from its "
+            "first byte), and that an answer may wait without the client reading any of "
+            "it; then its connection is closed (checked every second), so slow or stalled "
+            "clients hold no connection or thread for long.",
             unit="SECONDS"),
     Setting("store", _one_of("memory", "jsonfile", "postgresql"), "jsonfile",
             "Where plants live: 'memory' (lost on exit), 'jsonfile' (durable, one process) "
@@ -317,6 +322,7 @@ class Config:
     threads: int
     connection_limit: int
     channel_timeout: int
+    request_timeout: int
     store: str
     data_dir: str
     token_file: str

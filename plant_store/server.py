@@ -1,13 +1,16 @@
 """Run the app on waitress until SIGTERM, SIGINT or SIGHUP, finish what is in flight, close
 the store."""
 
+import contextlib
 import logging
 import os
+import resource
 import signal
 from collections.abc import Callable, Iterable
 
-from plant_store import access_log, metrics, waitress_adapter, webhooks
+from plant_store import access_log, auth, metrics, probe_port, waitress_adapter, webhooks
 from plant_store.app import create_app
+from plant_store.auth import Tokens
 from plant_store.config import Config
 from plant_store.probe_lane import ProbeLaneDispatcher
 from plant_store.stores import Store
@@ -31,12 +34,13 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def create_server(
     app: Callable[..., Iterable[bytes]], config: Config,
-    on_refused: Callable[[str, str, int], None] | None = None,
+    on_refused: Callable[[str, str, int], None] | None = None, tokens: Tokens | None = None,
 ) -> Server:
     """A waitress server for ``app`` with the configured settings (benchmarks reuse it); a
     host that resolves to several addresses gets a MultiSocketServer. ``on_refused(method,
     path, status)``: told of each request waitress answers itself (in the Error shape, see
-    waitress_adapter)."""
+    waitress_adapter); ``tokens``: only a request with one of them is invited to send its
+    body (``Expect: 100-continue``)."""
     # The URL prefix and the forwarded headers are the app's (plant_store.forwarded), as
     # under any other server: waitress's own would apply them twice, and by default it
     # removes every forwarded header before the app could read it.
@@ -44,11 +48,12 @@ def create_server(
         app, ProbeLaneDispatcher(config.threads, config.url_prefix),
         # A body of max_body_size is accepted; one byte more is refused as it arrives,
         # before the app and its token check, unread.
-        max_body_size=config.max_body_size, on_refused=on_refused,
+        max_body_size=config.max_body_size, request_timeout=config.request_timeout,
+        on_refused=on_refused, may_continue=auth.verifier(tokens) if tokens else None,
         host=config.host, port=config.port, threads=config.threads, ident="plant-store",
         clear_untrusted_proxy_headers=False,
         connection_limit=config.connection_limit, channel_timeout=config.channel_timeout,
-        cleanup_interval=min(30, config.channel_timeout),  # how often idle ones are closed
+        cleanup_interval=1,  # how often late and idle connections are looked for
         # waitress's default (1) has the request's thread send each part of an answer as
         # it is written (headers, then body: two sends, each under the connection's lock),
         # and while it holds that lock the I/O thread finds the connection writable, can
@@ -62,6 +67,16 @@ def create_server(
 
 
 STOP_GRACE = 5.0  # seconds a stopping server gives its requests to finish and be answered
+
+
+def _raise_descriptor_limit() -> None:
+    """Let the process open as many descriptors as the system allows it (systemd's soft
+    limit is 1024): connections and the answers waitress spills to temporary files each
+    take one, and waitress's poll() loop watches any number."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _urls(server: Server, prefix: str) -> list[str]:
@@ -79,7 +94,16 @@ def serve(
     try:
         app = create_app(config, store=store, tokens=tokens, webhooks=worker, counted=counted)
         server = create_server(app, config,
-                               on_refused=counted.refused_by_server if counted else None)
+                               on_refused=counted.refused_by_server if counted else None,
+                               tokens=tokens)
+        _raise_descriptor_limit()
+        if config.probe_port:  # probes that no client's connections can crowd out
+            try:
+                probes = probe_port.listen(config.host, config.probe_port)
+            except OSError as exc:
+                raise config.blame("probe_port", f"cannot listen on {config.host}:"
+                                                 f"{config.probe_port}: {exc.strerror}") from None
+            probe_port.serve(app, probes)
         urls = _urls(server, config.url_prefix)
         if on_ready:
             on_ready(urls[0])

@@ -33,6 +33,7 @@ this relies on:
 """
 
 import contextlib
+import copy
 import functools
 import logging
 import time
@@ -44,31 +45,108 @@ import waitress.server
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer, MultiSocketServer
 from waitress.task import ErrorTask, Task, ThreadedTaskDispatcher
-from waitress.utilities import Error, queue_logger
+from waitress.utilities import Error, RequestEntityTooLarge, queue_logger
 
 from plant_store import errors
+from plant_store.fair_queue import FairQueue
 from plant_store.logs import Throttle
 
+log = logging.getLogger(__name__)
 Server = BaseWSGIServer | MultiSocketServer
 QUEUE_WARNING_EVERY = 10.0  # seconds: the most often waitress's queue warning is logged
 
 
 def create_server(
     app: Callable[..., Iterable[bytes]], dispatcher: ThreadedTaskDispatcher,
-    max_body_size: int, on_refused: Callable[[str, str, int], None] | None = None,
+    max_body_size: int, request_timeout: float,
+    on_refused: Callable[[str, str, int], None] | None = None,
+    may_continue: Callable[[str | None], bool] | None = None,
     **settings: Any,
 ) -> Server:
     """waitress's ``create_server`` with our task dispatcher, bodies of ``max_body_size``
-    bytes accepted and one more refused, and waitress's own answers in the Error shape
-    (:func:`use_json_errors`); ``settings`` are waitress's adjustments."""
+    bytes accepted and one more refused, its I/O loop on ``poll()`` (``select()`` fails
+    once a descriptor passes 1023), our channel (:class:`Channel`) and connection upkeep
+    (:func:`_maintenance`) with ``request_timeout``; ``settings`` are waitress's
+    adjustments."""
     with warnings.catch_warnings():  # send_bytes is deprecated, and still what it says
         warnings.simplefilter("ignore", DeprecationWarning)
         server = waitress.server.create_server(
-            app, _dispatcher=dispatcher, max_request_body_size=max_body_size + 1, **settings)
-    use_json_errors(server, on_refused)
+            app, _dispatcher=dispatcher, max_request_body_size=max_body_size + 1,
+            asyncore_use_poll=True, **settings)
+    install(server, request_timeout, on_refused, may_continue)
     return server
+
+
+def install(
+    server: Server, request_timeout: float,
+    on_refused: Callable[[str, str, int], None] | None = None,
+    may_continue: Callable[[str | None], bool] | None = None,
+) -> None:
+    """Give every listening socket of ``server`` (a MultiSocketServer has several) our
+    channel and upkeep; ``on_refused(method, path, status)`` is told of each error
+    waitress answers itself, ``may_continue(authorization)`` says whether a request's
+    token is worth inviting its body for."""
+    channel = type("Channel", (Channel,), {
+        "on_refused": staticmethod(on_refused) if on_refused else None,
+        "may_continue": staticmethod(may_continue) if may_continue else None})
+    for listener in _listeners(server):
+        listener.channel_class = channel
+        # An instance attribute in place of the method waitress's readable() calls.
+        listener.maintenance = functools.partial(  # type: ignore[method-assign]
+            _maintenance, listener, request_timeout)
+
+
+def _listeners(server: Server) -> list[BaseWSGIServer]:
+    # create_server always gives a MultiSocketServer its map: never None here.
+    found = (server.map.values()  # type: ignore[union-attr]
+             if isinstance(server, MultiSocketServer) else [server])
+    return [each for each in found if isinstance(each, BaseWSGIServer)]  # not the triggers
+
+
+EVICT_AFTER = 1.0  # seconds a connection may sit idle at the connection limit
+
+
+def _maintenance(listener: BaseWSGIServer, request_timeout: float, now: float) -> None:
+    """What waitress's own upkeep does (close connections idle for ``channel_timeout``),
+    and so that no client can hoard connections or pin a thread:
+
+    - a connection whose request has not arrived whole ``request_timeout`` after its first
+      byte, or whose answer has not moved for as long (a client that does not read), is
+      closed (a thread blocked writing to it is let go), as is one that sent nothing for
+      ``channel_timeout`` while no request of its ran;
+    - at ``connection_limit``, every connection that has sent nothing for EVICT_AFTER
+      seconds and has no request running nor answer unsent (idle keep-alive connections,
+      requests arriving slowly) is closed, so that new clients get in: HTTP lets a
+      server close an idle connection, and a client that reuses one sends again."""
+    adj = listener.adj
+    idle_cutoff, cutoff = now - adj.channel_timeout, now - request_timeout
+    idle = []
+    # typeshed calls it one channel; waitress keeps a dict of them by descriptor.
+    channels: Any = listener.active_channels
+    for channel in list(channels.values()):
+        if not isinstance(channel, Channel) or channel.will_close:
+            continue
+        if channel.total_outbufs_len:
+            late = channel.last_activity < cutoff  # nothing sent for request_timeout
+        elif channel.request is not None:  # a request arriving
+            late = (channel.request_started < cutoff
+                    or channel.last_activity < idle_cutoff)
+            idle.append(channel)
+        elif not channel.requests:
+            late = channel.last_activity < idle_cutoff
+            idle.append(channel)
+        else:
+            late = False  # a request running: the app's own deadlines bound it
+        if late:
+            channel.will_close = True
+    if len(listener._map) >= adj.connection_limit:  # type: ignore[attr-defined]
+        for channel in idle:
+            if channel.last_activity < now - EVICT_AFTER:
+                channel.will_close = True
+    listener.pull_trigger()  # the loop closes them at once
 
 
 def listening(server: Server) -> list[tuple[str, int | str]]:
@@ -94,8 +172,14 @@ def run_until_stopped(server: Server, grace: float) -> None:
         server._map)  # type: ignore[attr-defined]
     loop = functools.partial(wasyncore.loop, timeout=server.adj.asyncore_loop_timeout,
                              map=socket_map, use_poll=server.adj.asyncore_use_poll)
-    with contextlib.suppress(KeyboardInterrupt):
-        loop()
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            loop()
+    except Exception as exc:  # never a silent exit: say why, answer what is in flight
+        log.critical("waitress's I/O loop failed; stopping", exc_info=True)
+        failed: Exception | None = exc
+    else:
+        failed = None
     for listener in list(socket_map.values()):
         if isinstance(listener, BaseWSGIServer):
             listener.accepting = False  # unaccepted connections are reset at exit
@@ -115,6 +199,8 @@ def run_until_stopped(server: Server, grace: float) -> None:
         loop(timeout=0.05, count=1)
     server.task_dispatcher.shutdown(timeout=1)  # past the grace: what is left is dropped
     wasyncore.close_all(socket_map)
+    if failed is not None:
+        raise SystemExit(f"plant-store: error: the server's I/O loop failed: {failed!r}")
 
 
 class _QueueLog:
@@ -131,14 +217,26 @@ class _QueueLog:
         self._throttle.log(queue_logger, logging.WARNING, message, *args)
 
 
+def _client(channel: Any) -> tuple[str, str | None]:
+    """Who a queued request is, for the fair queue: its bearer token's header when it
+    carries one, else its peer's address (a trusted proxy's, behind one)."""
+    requests = getattr(channel, "requests", None)  # a channel, in waitress's servers
+    headers = requests[0].headers if requests else {}
+    addr = getattr(channel, "addr", None)
+    return (addr[0] if isinstance(addr, tuple) else "", headers.get("AUTHORIZATION"))
+
+
 class LaneDispatcher(ThreadedTaskDispatcher):
-    """waitress's pool of ``threads``, plus ``lane_threads`` of their own for the GET and
-    HEAD requests to ``lane_paths``, which serve nothing else (plant_store.probe_lane).
-    The choice is made per request: waitress hands the channel over again for each
-    pipelined request."""
+    """waitress's pool of ``threads``, taking requests in turn by client
+    (:class:`~plant_store.fair_queue.FairQueue` in place of waitress's first-come deque),
+    plus ``lane_threads`` of their own for the GET and HEAD requests to ``lane_paths``,
+    which serve nothing else (plant_store.probe_lane). The choice is made per request:
+    waitress hands the channel over again for each pipelined request."""
 
     def __init__(self, threads: int, lane_paths: Iterable[str], lane_threads: int) -> None:
         super().__init__()
+        # waitress takes from its queue with popleft(), adds with append(), asks its len()
+        self.queue = FairQueue(_client, self.lock)  # type: ignore[assignment]
         self.queue_logger = _QueueLog()  # type: ignore[assignment]  # waitress calls warning()
         self.set_thread_count(threads)
         self._paths = frozenset(lane_paths)
@@ -184,7 +282,7 @@ class JsonErrorTask(ErrorTask):
 
     def execute(self) -> None:
         # Waitress gives an ErrorTask its parser (typeshed says an Error), whose .error this
-        # is; its channel is a JsonErrorChannel, the one class that uses this task.
+        # is; its channel is a Channel, the one class that uses this task.
         error = self.request.error  # type: ignore[attr-defined]
         on_refused = self.channel.on_refused  # type: ignore[attr-defined]
         if on_refused is not None:  # the metrics: the app never sees these requests
@@ -200,30 +298,89 @@ class JsonErrorTask(ErrorTask):
         self.write(body)
 
 
-class JsonErrorChannel(HTTPChannel):
-    """Waitress's channel, answering its errors with JsonErrorTask."""
+class _Parser(HTTPRequestParser):
+    """waitress's request parser, framing by RFC 9112:
+
+    - a request with both Transfer-Encoding and Content-Length is answered, and then its
+      connection is closed (section 6.1: a front end that took the Content-Length would
+      read the rest as another request);
+    - a chunked body is held to the limit by its decoded bytes, as a Content-Length body
+      is (waitress counts the chunk-size lines too), its framing to eight times that."""
+
+    limit = 0  # the largest body accepted: one less than waitress's limit
+
+    def parse_header(self, header_plus: bytes) -> None:
+        super().parse_header(header_plus)
+        if self.chunked:
+            if "CONTENT_LENGTH" in self.headers:
+                self.connection_close = True
+                headers: Any = self.headers  # a dict in waitress; typeshed says Mapping
+                headers["CONNECTION"] = "close"  # what waitress's Task reads
+            self.limit = self.adj.max_request_body_size - 1
+            self.adj = copy.copy(self.adj)  # this request's own, for a looser framing cap
+            self.adj.max_request_body_size = 8 * self.limit + 65536
+
+    def received(self, data: bytes) -> int:
+        consumed: int = super().received(data)
+        if (self.limit and self.error is None and self.body_rcv is not None
+                and len(self.body_rcv) > self.limit):  # decoded bytes so far
+            self.error = RequestEntityTooLarge(f"exceeds max_body of {self.limit + 1}")
+            self.completed = True
+        return consumed
+
+
+class Channel(HTTPChannel):
+    """Waitress's channel, with its errors in the Error shape (JsonErrorTask), and:
+
+    - a pipelined request is not run until the answer before it has been sent: it waits
+      on no thread (``parked``) and the I/O loop hands it to the threads once the client
+      has read that answer, so a client that pipelines and never reads holds one answer
+      and no thread;
+    - ``request_started``: when the request being received sent its first byte, for
+      :func:`_maintenance`'s deadline;
+    - ``100 Continue`` only for a request that passed the size check and whose token
+      ``may_continue`` accepts (when given)."""
 
     error_task_class = JsonErrorTask
+    parser_class = _Parser
     on_refused: Callable[[str, str, int], None] | None = None
+    may_continue: Callable[[str | None], bool] | None = None
+    parked = False
+    request_started = 0.0
+
+    def received(self, data: bytes) -> bool:
+        if self.request is None:
+            self.request_started = time.time()  # the clock of waitress's last_activity
+        done: bool = super().received(data)
+        return done
+
+    def service(self) -> None:
+        with self.outbuf_lock:  # the I/O thread may unpark it, and run it, at once
+            park = self.parked = bool(self.total_outbufs_len) and self.connected
+        if park:
+            self.server.pull_trigger()
+            return
+        super().service()
+
+    def handle_write(self) -> None:
+        if not self.parked:
+            super().handle_write()
+            return
+        # No task runs on a parked channel: flush as waitress does when none runs.
+        self._flush_exception(self._flush_some)  # type: ignore[attr-defined]
+        if self.will_close:
+            self.handle_close()
+        elif not self.total_outbufs_len:  # its answer sent: the next request may run
+            self.parked = False
+            self.server.add_task(self)  # type: ignore[arg-type]  # waitress passes channels
 
     def send_continue(self) -> None:
         # Waitress would invite the body of an 'Expect: 100-continue' request it has already
-        # refused (a Content-Length over the limit), then read it up to the limit.
-        # send_continue runs for a request being read: self.request is never None here.
-        if self.request.error is None:  # type: ignore[union-attr]
+        # refused (a Content-Length over the limit), then read it up to the limit; and of
+        # one whose token the app will refuse. send_continue runs for a request being
+        # read: self.request is never None here.
+        request = self.request
+        if request.error is None and (  # type: ignore[union-attr]
+                self.may_continue is None
+                or self.may_continue(request.headers.get("AUTHORIZATION"))):  # type: ignore[union-attr]
             super().send_continue()
-
-
-def use_json_errors(
-    server: Server, on_refused: Callable[[str, str, int], None] | None = None,
-) -> None:
-    """Give every listening socket of ``server`` (a MultiSocketServer has several) our
-    channel; ``on_refused(method, path, status)`` is told of each error it answers."""
-    channel = type("JsonErrorChannel", (JsonErrorChannel,),
-                   {"on_refused": staticmethod(on_refused) if on_refused else None})
-    # create_server always gives a MultiSocketServer its map: never None here.
-    listeners = (server.map.values()  # type: ignore[union-attr]
-                 if isinstance(server, MultiSocketServer) else [server])
-    for listener in listeners:
-        if isinstance(listener, BaseWSGIServer):  # not the map's wake-up triggers
-            listener.channel_class = channel

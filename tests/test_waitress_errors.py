@@ -90,12 +90,12 @@ def test_a_500_waitress_makes_itself_says_nothing_of_the_internals(tmp_path):
 # Two listening sockets: waitress's create_server returns a MultiSocketServer.
 TWO_SOCKETS = """
 import signal, waitress
-from plant_store.waitress_adapter import use_json_errors
+from plant_store.waitress_adapter import install
 def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"ok"]
 server = waitress.create_server(app, listen="127.0.0.1:0 127.0.0.2:0", ident="plant-store")
-use_json_errors(server)
+install(server, request_timeout=30)
 print(" ".join(f"{host}:{port}" for host, port in server.effective_listen), flush=True)
 def stop(signum, frame):
     raise KeyboardInterrupt  # run() closes the sockets on it

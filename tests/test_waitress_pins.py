@@ -131,7 +131,7 @@ def test_the_error_task_class_answers_what_waitress_refuses():
     """The adapter's ErrorTask sets status, response_headers, content_length and writes:
     waitress sends what it set, for a request with ``request.error``."""
     with server_on_port_0() as (server, dispatcher):
-        waitress_adapter.use_json_errors(server)
+        waitress_adapter.install(server, request_timeout=30)
         client, task = request(server, dispatcher,
                                b"POST / HTTP/1.1\r\nContent-Length: ten\r\n\r\n")
         with client:
@@ -165,7 +165,7 @@ def test_the_parser_refuses_a_body_that_reaches_the_limit(head, body):
 
 
 def test_send_continue_invites_even_a_refused_body():
-    """Why JsonErrorChannel.send_continue checks request.error."""
+    """Why Channel.send_continue checks request.error."""
     errors = []
 
     class Recording(HTTPChannel):

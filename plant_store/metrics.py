@@ -21,7 +21,6 @@ at each scrape, which the PostgreSQL store's processes share, so no worker's cop
 stale when it ends. See :mod:`plant_store.gunicorn_hooks` for making the directory.
 """
 
-import bisect
 import collections
 from collections.abc import Iterator
 from typing import Any
@@ -182,7 +181,9 @@ class _Batch:
     """Requests noted but not yet counted, in a process that is the only reader of its
     counts: the client's ``inc`` and ``observe`` cost about 9 us a request here (a sixth of
     the service's own work on a create); noting costs a deque append, and counting a batch
-    of them costs one ``inc`` per label set and one per bucket.
+    of them costs one ``inc`` per label set and one ``observe`` per request (adding up each
+    bucket's count first, through the client's private attributes, saved only 0.5 us a
+    request: 0.6 against 1.1 us, note and count, on prometheus_client 0.26.0).
 
     Invariants: every noted request is counted exactly once, by whichever thread drains it
     (``deque.popleft`` hands each entry to one thread); a scrape drains first, so it counts
@@ -200,34 +201,17 @@ class _Batch:
             self.count()
 
     def count(self) -> None:
-        groups: dict[int, list[Any]] = {}  # id(children) -> [children, count, sum, per bucket]
+        counts: dict[Any, int] = {}  # counter -> requests
         noted = self._noted
         while True:
             try:
-                children, seconds = noted.popleft()
+                (counter, histogram), seconds = noted.popleft()
             except IndexError:
                 break
-            group = groups.get(id(children))
-            if group is None:
-                buckets = children[1]._upper_bounds
-                group = groups[id(children)] = [children, 0, 0.0, [0] * len(buckets)]
-            group[1] += 1
-            group[2] += seconds
-            group[3][bisect.bisect_left(children[1]._upper_bounds, seconds)] += 1
-        for (counter, histogram), count, total, buckets in groups.values():
+            counts[counter] = counts.get(counter, 0) + 1
+            histogram.observe(seconds)
+        for counter, count in counts.items():
             counter.inc(count)
-            observe_many(histogram, total, buckets)
-
-
-def observe_many(histogram: Histogram, total: float, per_bucket: list[int]) -> None:
-    """What ``observe`` does for many samples at once: ``per_bucket[i]`` samples in the
-    histogram's i-th bucket (its upper bounds, +Inf last), ``total`` their sum. The client
-    has no public call for it; this uses its attributes as ``observe`` does (pinned below
-    version 1, and tests/test_metrics.py compares the two)."""
-    histogram._sum.inc(total)
-    for bucket, count in zip(histogram._buckets, per_bucket, strict=True):
-        if count:
-            bucket.inc(count)
 
 
 class _OutboxGauges:

@@ -6,9 +6,9 @@ an ended worker's files must stay for the totals to stay right (the client's
 ``mark_process_dead`` removes only live gauges' files). Under gunicorn's ``--max-requests``
 that was two more files per recycled worker, for good, each read by every scrape. So when
 a worker has ended, the master adds its counts into ``counter_dead.db`` and
-``histogram_dead.db`` (the client's own merge, written back with its own ``MmapedDict``)
-and removes its files: the directory holds those two, ``merge.lock`` and two files per
-live worker.
+``histogram_dead.db`` (the client's own merge, written back in its own format:
+:func:`plant_store.prometheus_adapter.merge`) and removes its files: the directory holds
+those two, ``merge.lock`` and two files per live worker.
 
 Invariant: a scrape counts an ended worker's counts exactly once, in its own files or in
 the archive, never both or neither. A merge writes the new archive beside the old (a name
@@ -23,11 +23,9 @@ import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
-from prometheus_client.metrics_core import Metric
-from prometheus_client.mmap_dict import MmapedDict, mmap_key
-from prometheus_client.multiprocess import MultiProcessCollector
+from plant_store import prometheus_adapter
 
 LOCK = "merge.lock"
 KINDS = ("counter", "histogram")  # the kinds of file the service's metrics write
@@ -54,8 +52,8 @@ def merge_ended(directory: str, pid: int) -> bool:
         new = archive + ".new"
         with contextlib.suppress(FileNotFoundError):  # left by a master that died here
             os.unlink(new)
-        _write(new, MultiProcessCollector.merge(
-            [path for path in (archive, ended) if os.path.exists(path)], accumulate=False))
+        prometheus_adapter.merge([path for path in (archive, ended) if os.path.exists(path)],
+                                 new)
         swaps.append((new, archive, ended))
     try:
         with _locked(directory, fcntl.LOCK_EX | fcntl.LOCK_NB, LOCK_WAIT):
@@ -67,19 +65,6 @@ def merge_ended(directory: str, pid: int) -> bool:
             os.unlink(new)
         return False
     return True
-
-
-def _write(path: str, metrics: Iterable[Metric]) -> None:
-    """Raw (not cumulative) samples, keyed as the client keys them in a worker's file."""
-    archive = MmapedDict(path)
-    try:
-        for metric in metrics:
-            for sample in metric.samples:
-                key = mmap_key(metric.name, sample.name, list(sample.labels),
-                               list(sample.labels.values()), metric.documentation)
-                archive.write_value(key, sample.value, 0.0)
-    finally:
-        archive.close()
 
 
 @contextlib.contextmanager

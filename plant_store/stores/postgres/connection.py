@@ -55,8 +55,9 @@ def _defaults(params: dict[str, Any]) -> tuple[str, str]:
         attempt.finish()
 
 
-def reason(exc: BaseException) -> str:
-    """The first line of a driver error: enough to act on, never the connection string."""
+def reason(exc: BaseException | str) -> str:
+    """The first line of a driver error (or of its text): enough to act on, never the
+    connection string."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 

@@ -45,8 +45,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg_pool import ConnectionPool, PoolTimeout
-from psycopg_pool.base import AttemptWithBackoff
+from psycopg_pool import PoolTimeout
 
 from plant_store.logs import Throttle
 from plant_store.stores.base import (
@@ -68,6 +67,7 @@ from plant_store.stores.postgres.connection import (
     reason,
 )
 from plant_store.stores.postgres.deadline import Watchdog
+from plant_store.stores.postgres.pool_adapter import Pool
 from plant_store.stores.postgres.queries import QUERIES
 from plant_store.stores.postgres.readiness import Prober
 from plant_store.words import counted
@@ -116,52 +116,6 @@ class _Unsettled(Exception):
     """The attempt may have written: only another attempt can tell."""
 
 
-class _Reconnect(AttemptWithBackoff):
-    """psycopg_pool's reconnection back-off, capped at RECONNECT_EVERY: its own doubles
-    from 1 s while the database is away, so the service would come back long after it."""
-
-    def update_delay(self, now: float) -> None:
-        super().update_delay(now)
-        self.delay = min(self.delay, RECONNECT_EVERY)
-
-
-class _Pool(ConnectionPool):
-    """A pool that reconnects at least every RECONNECT_EVERY seconds (``reconnect_timeout``
-    is when psycopg_pool gives up, not a cap: after it, requests already waiting for a
-    connection would wait out their deadlines), and tells ``on_failure`` of each connection
-    it could not make. Relies on psycopg_pool's ``_add_connection``, ``_connect`` and
-    ``AttemptWithBackoff``, hence its bounded version."""
-
-    def __init__(self, *args: Any, on_failure: Callable[[psycopg.Error], None],
-                 **kwargs: Any) -> None:
-        self._on_failure = on_failure
-        super().__init__(*args, **kwargs)
-
-    def _add_connection(self, attempt: AttemptWithBackoff | None,
-                        growing: bool = False) -> None:
-        super()._add_connection(attempt or _Reconnect(timeout=self.reconnect_timeout),
-                                growing)
-
-    def _connect(self, timeout: float | None = None) -> psycopg.Connection:
-        try:
-            return super()._connect(timeout)
-        except psycopg.Error as exc:
-            self._on_failure(exc)
-            raise
-
-
-class _Quiet(logging.Filter):
-    """psycopg_pool's warnings (each failed connection, in lines of libpq's, several a
-    second while the database is away; each connection it discards) are not printed: the
-    store says what they mean in lines of its own, throttled."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno > logging.WARNING
-
-
-_QUIET = _Quiet()
-
-
 @dataclasses.dataclass
 class _Operation:
     """One call of the store, over all its statements: they share its deadline, and once an
@@ -208,17 +162,16 @@ class PostgresStore(Store):
             except psycopg.Error as exc:
                 raise StoreError(f"cannot use {self.where}: {reason(exc)}") from None
         self._unreachable = Throttle(UNREACHABLE_EVERY)
-        logging.getLogger("psycopg.pool").addFilter(_QUIET)  # once: a filter is added once
-        self._pool = _Pool(
+        self._pool = Pool(
             url, min_size=1, max_size=pool_size, timeout=timeout, open=False,
             name="plant-store", kwargs=kwargs, configure=self._configure,
-            on_failure=self._connect_failed)
+            reconnect_every=RECONNECT_EVERY, on_failure=self._connect_failed)
         self._pool.open(wait=False)
         self._prober = Prober(lambda: self._configure(psycopg.connect(url, **kwargs)),
                               self._watchdog, self.where)
 
-    def _connect_failed(self, exc: psycopg.Error) -> None:
-        self._unreachable.error(log, "%s is not reachable: %s", self.where, reason(exc))
+    def _connect_failed(self, error: str) -> None:
+        self._unreachable.error(log, "%s is not reachable: %s", self.where, reason(error))
 
     def _configure(self, conn: psycopg.Connection) -> psycopg.Connection:
         """Every new connection: its notices watched, statement_timeout applied and

@@ -128,7 +128,7 @@ def test_a_token_over_its_limit_gets_429_with_retry_after_and_another_is_served(
     assert "token" in assert_error(refused, 429)
     assert 99 <= int(refused.headers["Retry-After"]) <= 100
     app.get("/plants", headers=bearer(ALICE), status=429)  # every path, not creates only
-    assert app.app  # the refused create was not stored:
+    # The refused create was not stored.
     listed = app.get("/plants", headers=bearer(BOB), status=200).json
     assert [p["name"] for p in listed] == ["a"] * 3
     # Bob from the same address is another client: his token names him.

@@ -14,6 +14,7 @@ from plant_store.docs_page import DocsAssetResource, DocsPageResource
 from plant_store.forwarded import Forwarded
 from plant_store.operational import HealthResource, IndexResource, OpenApiResource, ReadyResource
 from plant_store.plants import PlantResource, PlantsResource
+from plant_store.rate_limit import Buckets, RateLimit
 from plant_store.stores import MemoryStore, Store, open_store
 from plant_store.tokens import TokenFile
 from plant_store.webhooks import WebhookWorker
@@ -64,6 +65,8 @@ def create_app(
                       preflight=bool(config.cors_allow_origins),
                       on_refused=counted.refused if counted else _ignore)
     middleware: list[Any] = [access_log, auth]  # falcon's middleware protocols
+    if config.rate_limit:  # after the token check, which names the client's token
+        middleware.append(RateLimit(Buckets(config.rate_limit, config.rate_limit_burst)))
     if config.cors_allow_origins:  # first, so its headers reach every answer, 401s too
         origins = config.cors_allow_origins
         middleware.insert(0, _CORS(

@@ -62,8 +62,10 @@ class BearerAuth:
         if token is None:
             raise self._unauthorized(
                 "scheme", "The Authorization header must use the Bearer scheme.")
-        if self._tokens.verify(token) is None:
+        label = self._tokens.verify(token)
+        if label is None:
             raise self._unauthorized("invalid", "The bearer token is not valid.")
+        req.context.token_label = label  # who the client is, for the rate limit
 
     def _unauthorized(self, reason: str, message: str) -> falcon.HTTPUnauthorized:
         self._on_refused(reason)

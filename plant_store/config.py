@@ -290,6 +290,16 @@ SETTINGS: tuple[Setting, ...] = (
             "the plants: request rates and store health are not for anyone who asks), "
             "'public' (no token: a scraper on a private network), or 'off' (no path, and "
             "nothing counted)."),
+    Setting("rate_limit", _float_in(0, 1_000_000), "0",
+            "Requests a second each client may make, sustained; past it the answer is 429 "
+            "with Retry-After. A client is its bearer token (by label) when it sends a valid "
+            "one, else its address (the real client's, behind trusted_proxy). /health and "
+            "/ready are never limited. Kept in memory, per process. 0: off. Beside nginx's "
+            "limit_req: see docs/deploying.rst.", unit="PER_SECOND"),
+    Setting("rate_limit_burst", _int_in(0, 1_000_000), "20",
+            "Requests a client may make at once beyond rate_limit after a pause, as nginx's "
+            "limit_req burst= with nodelay: this many and one more at once, then rate_limit "
+            "a second.", unit="N"),
     Setting("cors_allow_origins", _origins, "",
             "Origins (scheme://host[:port], space-separated, or *) whose browser pages may "
             "call the API (CORS); preflights are answered without a token. Empty: no CORS "
@@ -345,6 +355,8 @@ class Config:
     url_prefix: str
     probe_port: int
     metrics: str
+    rate_limit: float
+    rate_limit_burst: int
     cors_allow_origins: tuple[str, ...]
     webhook_urls: tuple[str, ...]
     webhook_secret: str

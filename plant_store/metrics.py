@@ -40,6 +40,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from plant_store import metrics_archive
 from plant_store.config import Config
+from plant_store.single_flight import SingleFlight
 from plant_store.stores import Store, StoreUnavailable
 from plant_store.stores.base import CAUSES, StoreObserver
 
@@ -236,11 +237,16 @@ class _OutboxGauges:
 
 
 class MetricsResource:
+    """``GET /metrics``. Concurrent scrapes share one exposition (:class:`SingleFlight`):
+    a scrape costs about as much as seven ``/health`` requests, and a flood of them would
+    otherwise take the CPU that creates need; none is answered with counts older than
+    itself."""
+
     def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
+        self._exposition = SingleFlight(metrics.exposition)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.data = self._metrics.exposition()
+        resp.data = self._exposition()
         resp.content_type = CONTENT_TYPE_LATEST
 
     on_head = on_get  # the same answer, without its body (Falcon drops it)

@@ -31,8 +31,8 @@ def test_document_is_valid_openapi_3_1():
 
 def test_every_status_of_the_contract_is_documented_with_the_error_shape():
     responses = DOCUMENT["paths"]["/plants"]["post"]["responses"]
-    assert set(responses) == {"200", "400", "401", "409", "413", "415", "503"}
-    for status in ("400", "401", "409", "413", "415", "503"):
+    assert set(responses) == {"200", "400", "401", "409", "413", "415", "429", "503"}
+    for status in ("400", "401", "409", "413", "415", "429", "503"):
         name = responses[status]["$ref"].rsplit("/", 1)[1]
         content = DOCUMENT["components"]["responses"][name]["content"]
         assert list(content) == ["application/json"]
@@ -159,8 +159,8 @@ def check_examples(document: dict) -> int:
 
 
 def test_every_example_is_valid_against_its_schema():
-    # 14 errors, 3 request bodies (two for POST /plants, one for the webhook), 5 answers.
-    assert check_examples(DOCUMENT) == 22
+    # 15 errors, 3 request bodies (two for POST /plants, one for the webhook), 5 answers.
+    assert check_examples(DOCUMENT) == 23
 
 
 def test_an_example_that_breaks_its_schema_is_caught():

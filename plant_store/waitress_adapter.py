@@ -38,7 +38,7 @@ import functools
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import waitress.server
@@ -47,7 +47,7 @@ from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer, MultiSocketServer
-from waitress.task import ErrorTask, Task, ThreadedTaskDispatcher
+from waitress.task import ErrorTask, Task, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import Error, RequestEntityTooLarge, queue_logger
 
 from plant_store import errors
@@ -91,7 +91,8 @@ def install(
     token is worth inviting its body for."""
     channel = type("Channel", (Channel,), {
         "on_refused": staticmethod(on_refused) if on_refused else None,
-        "may_continue": staticmethod(may_continue) if may_continue else None})
+        "may_continue": staticmethod(may_continue) if may_continue else None,
+        "clients": BusyClients(1)})
     for listener in _listeners(server):
         listener.channel_class = channel
         # An instance attribute in place of the method waitress's readable() calls.
@@ -329,6 +330,62 @@ class _Parser(HTTPRequestParser):
         return consumed
 
 
+class BusyClients:
+    """How many connections of each client have a request in flight (read, running, or
+    its answer unsent), kept by the I/O thread alone, so that the loop reads no more of a
+    client's connections than its share while another client is served: the one I/O
+    thread reads and answers every connection in turn, and sixteen connections of one
+    client sending cheap requests back to back took fifteen sixteenths of it (and of the
+    GIL) from a client with one.
+
+    Invariants: ``busy[client]`` is the number of connections whose ``busy_client`` is
+    that client (a connection counts from reading a request until it has nothing in flight
+    or closes); a client is held back only while it has ``cap`` such connections and
+    another client has one, or had one within ``WINDOW`` seconds (a client that sends one
+    request after another is between requests most of the time). Alone, a client is never
+    held back."""
+
+    WINDOW = 0.05
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.busy: dict[Hashable, int] = {}
+        self._ended: dict[Hashable, float] = {}  # when a client last had nothing busy
+
+    def start(self, client: Hashable) -> None:
+        self.busy[client] = self.busy.get(client, 0) + 1
+
+    def end(self, client: Hashable, now: float) -> None:
+        left = self.busy[client] - 1
+        if left:
+            self.busy[client] = left
+        else:
+            del self.busy[client]
+            self._ended[client] = now
+
+    def held_back(self, client: Hashable, now: float) -> bool:
+        if self.busy.get(client, 0) < self.cap:
+            return False
+        if len(self.busy) > 1:
+            return True
+        ended = self._ended
+        for other, when in list(ended.items()):
+            if when < now - self.WINDOW:
+                del ended[other]
+        return any(other != client for other in ended)
+
+
+class _Task(WSGITask):
+    """waitress's task for the app's answers; a 429 pauses its connection (below)."""
+
+    def execute(self) -> None:
+        super().execute()
+        if self.status.startswith("429"):
+            retry = next((value for name, value in self.response_headers
+                          if name.lower() == "retry-after"), "1")
+            self.channel.paused_until = time.time() + float(retry)  # type: ignore[attr-defined]
+
+
 class Channel(HTTPChannel):
     """Waitress's channel, with its errors in the Error shape (JsonErrorTask), and:
 
@@ -339,22 +396,55 @@ class Channel(HTTPChannel):
     - ``request_started``: when the request being received sent its first byte, for
       :func:`_maintenance`'s deadline;
     - ``100 Continue`` only for a request that passed the size check and whose token
-      ``may_continue`` accepts (when given)."""
+      ``may_continue`` accepts (when given);
+    - a connection answered 429 (over the rate limit) is not read again until its
+      ``Retry-After`` has passed, and one that pipelined requests past it is closed: a
+      client that ignores the limit costs a request a second, not a request per answer."""
 
+    task_class = _Task
     error_task_class = JsonErrorTask
     parser_class = _Parser
     on_refused: Callable[[str, str, int], None] | None = None
     may_continue: Callable[[str | None], bool] | None = None
+    clients: BusyClients
     parked = False
     request_started = 0.0
+    paused_until = 0.0
+    client: Hashable = None  # of the last request read
+    busy_client: Hashable = None  # counted in clients.busy while not None
+
+    def readable(self) -> bool:
+        now = time.monotonic()
+        if (self.busy_client is not None and not self.requests
+                and not self.total_outbufs_len):  # nothing in flight any more
+            self.clients.end(self.busy_client, now)
+            self.busy_client = None
+        if self.paused_until and time.time() < self.paused_until:
+            return False
+        readable: bool = super().readable()
+        return readable and (self.client is None or not self.clients.held_back(self.client,
+                                                                                 now))
+
+    def handle_close(self) -> None:
+        if self.busy_client is not None:
+            self.clients.end(self.busy_client, time.monotonic())
+            self.busy_client = None
+        super().handle_close()
 
     def received(self, data: bytes) -> bool:
         if self.request is None:
             self.request_started = time.time()  # the clock of waitress's last_activity
         done: bool = super().received(data)
+        if self.requests and self.busy_client is None:
+            self.client = self.busy_client = _client(self)
+            self.clients.start(self.busy_client)
         return done
 
     def service(self) -> None:
+        if self.paused_until and time.time() < self.paused_until:  # pipelined past a 429
+            self.will_close = True
+            self.server.pull_trigger()
+            return
         with self.outbuf_lock:  # the I/O thread may unpark it, and run it, at once
             park = self.parked = bool(self.total_outbufs_len) and self.connected
         if park:

@@ -1,11 +1,12 @@
 """gunicorn settings for the service's logs, its probes and the metrics of several workers:
 ``gunicorn -c python:plant_store.gunicorn_hooks -w 4 plant_store.wsgi:application``.
 
-Only gunicorn's public settings and server hooks are used, on gunicorn 26.0 and newer: its
+Only gunicorn's public settings and server hooks are used, on gunicorn 27.0 and newer: its
 ``gthread`` worker answers the connections it accepted before a recycle by
-``max_requests`` ends it (23 reset them), and gives a connection a thread only once its
-request arrives (before 26, a client that connected and never sent held a thread for
-good). Its stock ``gthread`` worker serves the
+``max_requests`` or a reload ends it, idle keep-alive ones included (23 reset accepted
+ones; 26 closed idle keep-alive ones unanswered), and gives a connection a thread only
+once its request arrives (before 26, a client that connected and never sent held a
+thread for good). Its stock ``gthread`` worker serves the
 requests; the probes get a port of their own in each worker (``probe_port``, started in
 ``post_worker_init``), served by threads nothing else uses, as under uWSGI
 (:mod:`plant_store.probe_port`).
@@ -42,25 +43,27 @@ import socket
 import tempfile
 import threading
 
-import gunicorn
-from gunicorn import glogging
-from gunicorn.arbiter import Arbiter
-from gunicorn.config import Config
-from gunicorn.workers.base import Worker
-from prometheus_client import multiprocess
-
-from plant_store import config as _config  # 'config' is one of gunicorn's settings
-from plant_store import logs, metrics_archive, probe_port
-from plant_store.stores import one_process_problem
-
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 
+# Before anything imports prometheus_client, which chooses its multiprocess mode when first
+# imported (after it, the workers would count in memory of their own, and a scrape would
+# sum an empty directory).
 _made: str | None  # the directory this module made, to remove at exit
 if not os.environ.get(ENV):
     os.environ[ENV] = _made = tempfile.mkdtemp(prefix="plant-store-metrics-")
 else:
     _made = None
 
+import gunicorn  # noqa: E402
+from gunicorn import glogging  # noqa: E402
+from gunicorn.arbiter import Arbiter  # noqa: E402
+from gunicorn.config import Config  # noqa: E402
+from gunicorn.workers.base import Worker  # noqa: E402
+from prometheus_client import multiprocess  # noqa: E402
+
+from plant_store import config as _config  # noqa: E402  # 'config' is a gunicorn setting
+from plant_store import logs, metrics_archive, probe_port, waitress_adapter  # noqa: E402
+from plant_store.stores import one_process_problem  # noqa: E402
 
 # Forwarded headers are the app's to judge (trusted_proxy, plant_store.forwarded): gunicorn's
 # own defaults take X-Forwarded-Proto from any loopback or Unix-socket peer as the scheme
@@ -77,7 +80,7 @@ worker_class = "gthread"
 # service needs none (gunicorn before 25.1 ignores the name).
 control_socket_disable = True
 
-OLDEST = (26, 0)  # the oldest gunicorn these hooks are tested with
+OLDEST = (27, 0)  # the oldest gunicorn these hooks are tested with
 
 # Each worker's files grow a page at a time through mmap: on a full file system the write
 # faults and the kernel kills the worker (SIGBUS), mid-request, after its commit.
@@ -109,7 +112,7 @@ def on_starting(server: Arbiter) -> None:
     if gunicorn.version_info < OLDEST:
         raise SystemExit(f"plant-store: error: plant_store.gunicorn_hooks needs gunicorn "
                          f"{'.'.join(map(str, OLDEST))} or newer (this is "
-                         f"{gunicorn.__version__}); pip install 'gunicorn>=26'")
+                         f"{gunicorn.__version__}); pip install 'gunicorn>=27'")
     _refuse_workers_that_cannot_share(server.cfg.workers)
     _listen_for_probes(server)
     directory = os.environ[ENV]
@@ -127,6 +130,18 @@ def on_starting(server: Arbiter) -> None:
                          f"workers' metrics need at least {MIN_FREE >> 20} MiB")
 
 
+def nworkers_changed(server: Arbiter, new_value: int, old_value: int | None) -> None:
+    """A worker added later (``kill -TTIN``) on a store that serves one process is refused
+    too, in one line: it would answer 503 to every request it took."""
+    if old_value is None or new_value <= old_value or new_value <= 1:
+        return
+    try:
+        _refuse_workers_that_cannot_share(new_value)
+    except SystemExit as refusal:
+        server.log.error("%s: the worker count stays %d", refusal, old_value)  # type: ignore[union-attr]
+        server.num_workers = old_value  # calls this again, going down: nothing to do
+
+
 def _refuse_workers_that_cannot_share(workers: int) -> None:
     """The store as plant_store.wsgi will read it (that setting only: the app's import
     reports the others)."""
@@ -141,29 +156,35 @@ def _refuse_workers_that_cannot_share(workers: int) -> None:
 
 
 _probes: socket.socket | None = None  # the probe port, bound by the master
-_serving: probe_port.ProbeServer | None = None  # this worker's server on it
+_serving: "waitress_adapter.Background | None" = None  # this worker's server on it
 
 
 def _listen_for_probes(server: Arbiter) -> None:
     """Bind ``probe_port`` once, in the master, for every worker to accept from (a worker
-    that ends leaves no queue of its own behind), or say that the probes wait with the
-    requests."""
+    that ends leaves no queue of its own behind), on the host of gunicorn's first ``-b``
+    (where its clients, and so its orchestrator, reach it), or say that the probes wait
+    with the requests."""
     global _probes
     try:
-        loaded = _config.load(os.environ.get("PLANT_STORE_CONFIG"), os.environ,
-                              only={"host", "probe_port"})
+        port = _config.load(os.environ.get("PLANT_STORE_CONFIG"), os.environ,
+                            only={"probe_port"}).probe_port
     except _config.ConfigError as exc:
         raise SystemExit(f"plant-store: error: {exc}") from None
-    if not loaded.probe_port:
+    if not port:
         server.log.warning(  # type: ignore[union-attr]
             "probe_port is 0: /health and /ready wait behind the requests for gunicorn's "
             "threads; set PLANT_STORE_PROBE_PORT to give them a port of their own")
         return
+    bound = [address for address in server.cfg.address if isinstance(address, tuple)]
+    if any(int(bound_port) == port for _, bound_port in bound):
+        raise SystemExit(f"plant-store: error: probe_port={port} is a port gunicorn binds "
+                         f"(-b); give the probes a port of their own")
+    host = str(bound[0][0]) if bound else "127.0.0.1"
     try:
-        _probes = probe_port.listen(loaded.host, loaded.probe_port)
+        _probes = probe_port.listen(host, port)
     except OSError as exc:
-        raise SystemExit(f"plant-store: error: probe_port={loaded.probe_port} on "
-                         f"{loaded.host}: {exc.strerror}") from None
+        raise SystemExit(f"plant-store: error: probe_port={port} on {host}: "
+                         f"{exc.strerror}") from None
 
 
 def post_worker_init(worker: Worker) -> None:

@@ -36,6 +36,8 @@ import contextlib
 import copy
 import functools
 import logging
+import socket
+import threading
 import time
 import warnings
 from collections.abc import Callable, Hashable, Iterable
@@ -158,6 +160,47 @@ def listening(server: Server) -> list[tuple[str, int | str]]:
     return [(server.effective_host, server.effective_port)]  # type: ignore[attr-defined]
 
 
+class Background:
+    """A waitress server run by a thread of its own until ``stop()`` (the probe port)."""
+
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="plant-store-probes",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        socket_map = _socket_map(self._server)
+        while not self._stopping.is_set():
+            wasyncore.loop(timeout=0.2, map=socket_map, use_poll=True, count=1)
+        _drain(self._server, socket_map, grace=2.0)
+
+    def stop(self) -> None:
+        """Take no more connections, answer those in flight (at most 2 s), close: the
+        listening socket too, in this process (a gunicorn master keeps its own)."""
+        self._stopping.set()
+        self._thread.join(3)
+
+
+def serve_in_thread(app: Callable[..., Iterable[bytes]], listener: socket.socket,
+                    threads: int, request_timeout: float, **settings: Any) -> Background:
+    """``app`` on waitress, on ``listener``, with threads of its own, our channel and
+    upkeep (as :func:`create_server`), its loop in a thread of its own."""
+    dispatcher = ThreadedTaskDispatcher()
+    dispatcher.set_thread_count(threads)
+    server = create_server(app, dispatcher, max_body_size=0, request_timeout=request_timeout,
+                           sockets=[listener], threads=threads, ident="plant-store",
+                           clear_untrusted_proxy_headers=False, cleanup_interval=1, **settings)
+    return Background(server)
+
+
+def _socket_map(server: Server) -> Any:
+    """The dispatchers by file descriptor (typeshed's stubs leave BaseWSGIServer's out)."""
+    return server.map if isinstance(server, MultiSocketServer) else (
+        server._map)  # type: ignore[attr-defined]
+
+
 def run_until_stopped(server: Server, grace: float) -> None:
     """Serve until KeyboardInterrupt, then drain: take no new connection or request, close
     each connection as soon as nothing of its own is in flight, and keep sending answers,
@@ -168,19 +211,31 @@ def run_until_stopped(server: Server, grace: float) -> None:
     loop to send it, so answers finished after the signal would never leave (a
     MultiSocketServer even closes every connection first). One client that cannot take
     its answer (a full window, a reset) holds back no other: the loop serves them all."""
-    # The dispatchers by file descriptor (typeshed's stubs leave BaseWSGIServer's out).
-    socket_map: Any = server.map if isinstance(server, MultiSocketServer) else (
-        server._map)  # type: ignore[attr-defined]
-    loop = functools.partial(wasyncore.loop, timeout=server.adj.asyncore_loop_timeout,
-                             map=socket_map, use_poll=server.adj.asyncore_use_poll)
+    socket_map = _socket_map(server)
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            loop()
+            wasyncore.loop(timeout=server.adj.asyncore_loop_timeout, map=socket_map,
+                           use_poll=True)
     except Exception as exc:  # never a silent exit: say why, answer what is in flight
         log.critical("waitress's I/O loop failed; stopping", exc_info=True)
         failed: Exception | None = exc
     else:
         failed = None
+    _drain(server, socket_map, grace)
+    if failed is not None:
+        raise SystemExit(f"plant-store: error: the server's I/O loop failed: {failed!r}")
+
+
+FRESH = 0.5  # seconds after it was accepted that a connection is given to send a request
+
+
+def _drain(server: Server, socket_map: Any, grace: float) -> None:
+    """Take no new connection, close each connection as soon as nothing of its own is in
+    flight (one accepted less than FRESH seconds ago is given that long to send its
+    request: a probe under gunicorn was reset by a worker that ended just after taking
+    it), and keep sending answers, all connections at once, until none is left or
+    ``grace`` seconds have passed; then close every socket of ``socket_map``."""
+    loop = functools.partial(wasyncore.loop, map=socket_map, use_poll=True)
     for listener in list(socket_map.values()):
         if isinstance(listener, BaseWSGIServer):
             listener.accepting = False  # unaccepted connections are reset at exit
@@ -193,6 +248,8 @@ def run_until_stopped(server: Server, grace: float) -> None:
             # A request's task pops it only once its answer is all in the buffer.
             if channel.requests or channel.total_outbufs_len:
                 busy = True
+            elif time.time() - channel.creation_time < FRESH:
+                busy = True  # accepted a moment ago: its request is on its way
             else:  # idle, or mid-way through receiving a request that nothing ran yet
                 channel.handle_close()
         if not busy:
@@ -200,8 +257,6 @@ def run_until_stopped(server: Server, grace: float) -> None:
         loop(timeout=0.05, count=1)
     server.task_dispatcher.shutdown(timeout=1)  # past the grace: what is left is dropped
     wasyncore.close_all(socket_map)
-    if failed is not None:
-        raise SystemExit(f"plant-store: error: the server's I/O loop failed: {failed!r}")
 
 
 class _QueueLog:

@@ -4,7 +4,9 @@ recycling by ``--max-requests`` without a dropped connection. The suite runs the
 gunicorn the hooks support; .ci/run runs this file again on the newest release."""
 
 import os
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -13,7 +15,7 @@ import gunicorn as gunicorn_package
 import psycopg
 import pytest
 
-from serverproc import free_port, http_request
+from serverproc import exchange, free_port, http_request
 from test_prefork import WsgiServer
 
 GUNICORN = os.path.join(os.path.dirname(sys.executable), "gunicorn")
@@ -133,25 +135,93 @@ def test_probes_answer_while_every_request_thread_waits_on_a_table_lock(tmp_path
     assert answers["/ready"][0] in (200, 503), answers
 
 
-def test_a_flood_of_idle_probe_connections_holds_threads_only_for_seconds(tmp_path):
-    """Connections to the probe port that never send (more than it serves at once) are
-    let go after its timeout, and probes answer again."""
+def test_probes_answer_while_their_port_is_flooded_and_odd_requests_get_the_error_shape(
+        tmp_path):
+    """Hostile pass: 32 idle connections, or slow senders, shut the probe port (each one a
+    thread for good), and every odd request logged a traceback or got an HTML page."""
     from plant_store import probe_port
 
     server, probes = hooked(tmp_path, "-w", "1", "--threads", "2")
     with server:
-        idle = [socket.create_connection(("127.0.0.1", probes))
-                for _ in range(probe_port.CONNECTIONS + 8)]
-        slow = socket.create_connection(("127.0.0.1", probes))
-        slow.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # never ends its headers
+        idle = [socket.create_connection(("127.0.0.1", probes)) for _ in range(64)]
+        slow = [socket.create_connection(("127.0.0.1", probes)) for _ in range(8)]
         try:
-            time.sleep(probe_port.TIMEOUT + 1)
-            status, seconds = timed_probe(probes, "/ready")
+            for conn in slow:
+                conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+            for path in ("/health", "/ready"):
+                status, seconds = timed_probe(probes, path)
+                assert status == 200 and seconds < 1.0, (path, status, seconds)
+            time.sleep(probe_port.TIMEOUT + 1.5)
+            for conn in slow:  # let go after TIMEOUT, not held for good
+                conn.settimeout(1)
+                assert conn.recv(1) == b""
         finally:
-            for conn in [*idle, slow]:
+            for conn in [*idle, *slow]:
                 conn.close()
-        assert status == 200 and seconds < 1.0
-        assert server.request("GET", "/health")[0] == 200
+        for head in (b"\x16\x03\x01\x00\x05hello\r\n\r\n", b"GET /health HTTP/9.9\r\n\r\n",
+                     b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n"):
+            answer = exchange("127.0.0.1", probes, head)
+            assert answer.headers["content-type"] == "application/json", answer.raw[:200]
+        assert http_request("127.0.0.1", probes, "GET", "/plants")[0] == 404
+    assert "Traceback" not in "".join(server.output)
+
+
+def test_a_worker_that_ends_is_never_held_by_the_probe_port(tmp_path, database_url):
+    """Hostile pass: with two workers on the master's probe socket, both woke for a probe,
+    one took it and the other blocked in accept(); stopping it waited for the next probe,
+    or graceful_timeout (25 s), then gunicorn killed it."""
+    server, probes = hooked(tmp_path, "-w", "2", "--graceful-timeout", "25",
+                            env={"PLANT_STORE_STORE": "postgresql",
+                                 "PLANT_STORE_DATABASE_URL": database_url})
+    with server:
+        for _ in range(5):
+            assert timed_probe(probes, "/health")[0] == 200
+        time.sleep(0.3)
+        started = time.monotonic()
+        server.stop()
+        took = time.monotonic() - started
+    assert took < 5, (took, "".join(server.output))
+    assert "WORKER TIMEOUT" not in "".join(server.output)
+
+
+def test_the_documented_command_counts_metrics_without_a_directory_named(tmp_path):
+    """Hostile pass: the hooks imported prometheus_client before naming its directory, so
+    the workers counted in memory of their own and /metrics showed no request at all."""
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ  # as a reader's shell has it
+    probes = free_port()
+    server = WsgiServer([GUNICORN, "-b", "127.0.0.1:{port}", *HOOKS, "-w", "1",
+                         "plant_store.wsgi:application"], tmp_path / "data",
+                        {"PLANT_STORE_PROBE_PORT": str(probes)})
+    with server:
+        for n in range(5):
+            assert server.create(n, "counted")[0] == 200
+        status, _, body = server.request("GET", "/metrics")
+    assert status == 200
+    counted = [line for line in body.decode().splitlines()
+               if line.startswith('plant_store_http_requests_total{') and 'method="POST"' in line]
+    assert counted and float(counted[0].rsplit(" ", 1)[1]) == 5.0, body.decode()[:2000]
+
+
+def test_the_probe_port_listens_where_gunicorn_binds_and_never_on_its_port(tmp_path):
+    """Hostile pass: with -b 0.0.0.0 the probe port listened on the host setting
+    (127.0.0.1), so an orchestrator on the pod's address was refused; and a probe_port
+    equal to gunicorn's own ended in twelve lines about gunicorn's bind."""
+    probes = free_port()
+    server = WsgiServer([GUNICORN, "-b", "0.0.0.0:{port}", *HOOKS, "-w", "1",
+                         "plant_store.wsgi:application"], tmp_path / "data",
+                        {"PLANT_STORE_PROBE_PORT": str(probes)})
+    with server:
+        assert http_request("127.0.0.2", probes, "GET", "/health")[0] == 200
+        port = server.port
+    refused = subprocess.run(
+        [GUNICORN, "-b", f"127.0.0.1:{port}", *HOOKS, "plant_store.wsgi:application"],
+        env={**os.environ, "PLANT_STORE_PROBE_PORT": str(port),
+             "PLANT_STORE_DATA_DIR": str(tmp_path / "data")},
+        capture_output=True, text=True, timeout=30)
+    assert refused.returncode != 0
+    assert (f"plant-store: error: probe_port={port} is a port gunicorn binds (-b); give the "
+            f"probes a port of their own") in refused.stderr
+    assert "Address already in use" not in refused.stderr
 
 
 def test_a_recycling_worker_is_not_held_by_a_client_that_never_sends(tmp_path):
@@ -185,5 +255,18 @@ def test_a_gunicorn_older_than_the_hooks_support_is_refused_in_one_line(tmp_path
 
     monkeypatch.setattr(gunicorn_package, "version_info", (23, 0, 0))
     monkeypatch.setattr(gunicorn_package, "__version__", "23.0.0")
-    with pytest.raises(SystemExit, match=r"needs gunicorn 26\.0 or newer \(this is 23\.0\.0\)"):
+    with pytest.raises(SystemExit, match=r"needs gunicorn 27\.0 or newer \(this is 23\.0\.0\)"):
         gunicorn_hooks.on_starting(None)
+
+
+def test_a_worker_added_later_on_a_store_that_serves_one_is_refused(tmp_path):
+    """Hostile pass: kill -TTIN added a second worker on the JSON-file store, which
+    answered 503 to most creates while /ready flapped."""
+    server, _ = hooked(tmp_path, "-w", "1")
+    with server:
+        server.proc.send_signal(signal.SIGTTIN)
+        time.sleep(2)
+        assert [server.create(n, "one")[0] for n in range(6)] == [200] * 6
+    output = "".join(server.output)
+    assert output.count("Booting worker") == 1, output
+    assert "the worker count stays 1" in output, output

@@ -219,6 +219,25 @@ def test_uwsgi_workers_never_share_the_store(tmp_path, mode):
                     "postgresql\n"]
 
 
+def test_uwsgi_from_wheels_reloads_its_workers_as_documented(tmp_path):
+    """pyuwsgi cannot re-execute itself (a HUP stops it): docs/processes.rst reloads the
+    workers by touching a file instead; the store is handed over and nothing is lost."""
+    reload = tmp_path / "reload"
+    reload.touch()
+    with uwsgi(tmp_path, "--master", "--processes", "1", "--threads", "4", "--lazy-apps",
+               "--touch-workers-reload", str(reload)) as server:
+        assert server.create(1, "before")[0] == 200
+        time.sleep(1.1)  # uWSGI looks at the file's time once a second
+        reload.touch()
+        deadline = time.monotonic() + 20
+        while "Respawned uWSGI worker" not in "".join(server.output):
+            assert time.monotonic() < deadline, "".join(server.output)
+            time.sleep(0.1)
+        assert server.create(2, "after")[0] == 200
+        status, _, body = server.request("GET", "/plants")
+    assert status == 200 and body == [{"name": "before"}, {"name": "after"}]
+
+
 def test_gunicorn_preload_delivers_webhooks_from_the_worker(tmp_path):
     with Receiver() as receiver, gunicorn(tmp_path, "--preload", "-w", "1", env={
         "PLANT_STORE_WEBHOOK_URLS": receiver.url, "PLANT_STORE_WEBHOOK_SECRET": SECRET,

@@ -189,10 +189,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("host", str, "127.0.0.1", "Address waitress listens on."),
     Setting("port", _int_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one."),
     Setting("probe_port", _int_in(0, 65535), "0",
-            "Also answer /health and /ready on this port (on host), from threads of their "
-            "own, whatever the service's port and threads are doing (all connections "
-            "taken, every thread waiting); under uWSGI, and gunicorn with "
-            "plant_store.gunicorn_hooks, in every worker; 0: off.",
+            "Also answer /health and /ready on this port (on host; under gunicorn, on the "
+            "host of its first -b), from threads of their own, whatever the service's "
+            "port and threads are doing (all connections taken, every thread waiting); "
+            "under uWSGI, and gunicorn with plant_store.gunicorn_hooks, in every worker; "
+            "0: off.",
             unit="PORT"),
     Setting("threads", _int_in(1, 256), "16",
             "Waitress worker threads; more of them share each fsync (group commit).", unit="N"),

@@ -40,7 +40,7 @@ import socket
 import threading
 import time
 import warnings
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import waitress.server
@@ -53,7 +53,6 @@ from waitress.task import ErrorTask, Task, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import Error, RequestEntityTooLarge, queue_logger
 
 from plant_store import errors
-from plant_store.fair_queue import FairQueue
 from plant_store.logs import Throttle
 
 log = logging.getLogger(__name__)
@@ -93,8 +92,7 @@ def install(
     token is worth inviting its body for."""
     channel = type("Channel", (Channel,), {
         "on_refused": staticmethod(on_refused) if on_refused else None,
-        "may_continue": staticmethod(may_continue) if may_continue else None,
-        "clients": BusyClients(1)})
+        "may_continue": staticmethod(may_continue) if may_continue else None})
     for listener in _listeners(server):
         listener.channel_class = channel
         # An instance attribute in place of the method waitress's readable() calls.
@@ -273,26 +271,14 @@ class _QueueLog:
         self._throttle.log(queue_logger, logging.WARNING, message, *args)
 
 
-def _client(channel: Any) -> tuple[str, str | None]:
-    """Who a queued request is, for the fair queue: its bearer token's header when it
-    carries one, else its peer's address (a trusted proxy's, behind one)."""
-    requests = getattr(channel, "requests", None)  # a channel, in waitress's servers
-    headers = requests[0].headers if requests else {}
-    addr = getattr(channel, "addr", None)
-    return (addr[0] if isinstance(addr, tuple) else "", headers.get("AUTHORIZATION"))
-
-
 class LaneDispatcher(ThreadedTaskDispatcher):
-    """waitress's pool of ``threads``, taking requests in turn by client
-    (:class:`~plant_store.fair_queue.FairQueue` in place of waitress's first-come deque),
-    plus ``lane_threads`` of their own for the GET and HEAD requests to ``lane_paths``,
-    which serve nothing else (plant_store.probe_lane). The choice is made per request:
-    waitress hands the channel over again for each pipelined request."""
+    """waitress's pool of ``threads``, plus ``lane_threads`` of their own for the GET and
+    HEAD requests to ``lane_paths``, which serve nothing else (plant_store.probe_lane).
+    The choice is made per request: waitress hands the channel over again for each
+    pipelined request."""
 
     def __init__(self, threads: int, lane_paths: Iterable[str], lane_threads: int) -> None:
         super().__init__()
-        # waitress takes from its queue with popleft(), adds with append(), asks its len()
-        self.queue = FairQueue(_client, self.lock)  # type: ignore[assignment]
         self.queue_logger = _QueueLog()  # type: ignore[assignment]  # waitress calls warning()
         self.set_thread_count(threads)
         self._paths = frozenset(lane_paths)
@@ -385,51 +371,6 @@ class _Parser(HTTPRequestParser):
         return consumed
 
 
-class BusyClients:
-    """How many connections of each client have a request in flight (read, running, or
-    its answer unsent), kept by the I/O thread alone, so that the loop reads no more of a
-    client's connections than its share while another client is served: the one I/O
-    thread reads and answers every connection in turn, and sixteen connections of one
-    client sending cheap requests back to back took fifteen sixteenths of it (and of the
-    GIL) from a client with one.
-
-    Invariants: ``busy[client]`` is the number of connections whose ``busy_client`` is
-    that client (a connection counts from reading a request until it has nothing in flight
-    or closes); a client is held back only while it has ``cap`` such connections and
-    another client has one, or had one within ``WINDOW`` seconds (a client that sends one
-    request after another is between requests most of the time). Alone, a client is never
-    held back."""
-
-    WINDOW = 0.05
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.busy: dict[Hashable, int] = {}
-        self._ended: dict[Hashable, float] = {}  # when a client last had nothing busy
-
-    def start(self, client: Hashable) -> None:
-        self.busy[client] = self.busy.get(client, 0) + 1
-
-    def end(self, client: Hashable, now: float) -> None:
-        left = self.busy[client] - 1
-        if left:
-            self.busy[client] = left
-        else:
-            del self.busy[client]
-            self._ended[client] = now
-
-    def held_back(self, client: Hashable, now: float) -> bool:
-        if self.busy.get(client, 0) < self.cap:
-            return False
-        if len(self.busy) > 1:
-            return True
-        ended = self._ended
-        for other, when in list(ended.items()):
-            if when < now - self.WINDOW:
-                del ended[other]
-        return any(other != client for other in ended)
-
-
 class _Task(WSGITask):
     """waitress's task for the app's answers; a 429 pauses its connection (below)."""
 
@@ -461,43 +402,30 @@ class Channel(HTTPChannel):
     parser_class = _Parser
     on_refused: Callable[[str, str, int], None] | None = None
     may_continue: Callable[[str | None], bool] | None = None
-    clients: BusyClients
     parked = False
     request_started = 0.0
     paused_until = 0.0
-    client: Hashable = None  # of the last request read
-    busy_client: Hashable = None  # counted in clients.busy while not None
 
     def readable(self) -> bool:
-        now = time.monotonic()
-        if (self.busy_client is not None and not self.requests
-                and not self.total_outbufs_len):  # nothing in flight any more
-            self.clients.end(self.busy_client, now)
-            self.busy_client = None
         if self.paused_until and time.time() < self.paused_until:
             return False
         readable: bool = super().readable()
-        return readable and (self.client is None or not self.clients.held_back(self.client,
-                                                                                 now))
-
-    def handle_close(self) -> None:
-        if self.busy_client is not None:
-            self.clients.end(self.busy_client, time.monotonic())
-            self.busy_client = None
-        super().handle_close()
+        return readable
 
     def received(self, data: bytes) -> bool:
         if self.request is None:
             self.request_started = time.time()  # the clock of waitress's last_activity
         done: bool = super().received(data)
-        if self.requests and self.busy_client is None:
-            self.client = self.busy_client = _client(self)
-            self.clients.start(self.busy_client)
         return done
 
     def service(self) -> None:
         if self.paused_until and time.time() < self.paused_until:  # pipelined past a 429
-            self.will_close = True
+            # As waitress closes after an answer: once what is buffered is sent.
+            with self.requests_lock:  # type: ignore[attr-defined]
+                self.close_when_flushed = True
+                for request in self.requests:
+                    request.close()
+                self.requests = []
             self.server.pull_trigger()
             return
         with self.outbuf_lock:  # the I/O thread may unpark it, and run it, at once

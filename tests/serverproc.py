@@ -146,8 +146,9 @@ def wait_answering(port, process, path="/ready", timeout=20):
 class Server:
     """A ``plant-store serve`` process on a free port; its output is collected as it comes."""
 
-    def __init__(self, data_dir, *args, env=None, wait=True, prelude=None):
-        """``prelude``: Python run in the server's process before it starts (a fault)."""
+    def __init__(self, data_dir, *args, env=None, wait=True, prelude=None, cwd=None):
+        """``prelude``: Python run in the server's process before it starts (a fault);
+        ``cwd``: where it runs (``-m plant_store`` imports the package found there first)."""
         serve = ["serve", "--port", "0", "--data-dir", str(data_dir), *args]
         command = [sys.executable, "-m", "plant_store", *serve]
         if prelude:
@@ -155,7 +156,7 @@ class Server:
                        f"raise SystemExit(main({serve!r}))"]
         self.proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **(env or {})}, cwd=cwd,
         )
         self.stdout, self.stderr = [], []
         self._readers = [

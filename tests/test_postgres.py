@@ -194,12 +194,13 @@ def test_instances_starting_together_apply_each_migration_once(database_url):
 
 def test_db_check_and_migrate_commands(database_url):
     check = run_cli("db", "check", "--database-url", database_url)
-    every = "0001_initial.sql, 0002_failover.sql, 0003_lanes.sql, 0004_batches.sql"
+    every = ("0001_initial.sql, 0002_failover.sql, 0003_lanes.sql, 0004_batches.sql, "
+             "0005_compatibility.sql")
     assert check.returncode == 1 and f"schema version 0; pending: {every}" in check.stdout
     migrate = run_cli("db", "migrate", "--database-url", database_url)
     assert migrate.returncode == 0 and migrate.stdout.strip() == f"applied {every}"
     check = run_cli("db", "check", "--database-url", database_url)
-    assert check.returncode == 0 and "schema version 4; nothing pending" in check.stdout
+    assert check.returncode == 0 and "schema version 5; nothing pending" in check.stdout
     again = run_cli("db", "migrate", "--database-url", database_url)
     assert again.stdout.strip() == "nothing to apply"
 
@@ -289,3 +290,38 @@ def test_attempts_are_counted_before_they_are_made_so_none_goes_past_the_maximum
         assert one.begin_attempt(delivery, 0.3, 2) is None  # not its lane any more
         two.settle(fresh.id, "failed", "HTTP 500", retry_in=0)
         assert two.begin_attempt(fresh, 30, 2) == 3  # past the maximum: no third try
+
+
+def test_an_instance_older_than_a_contract_step_says_not_ready_and_will_not_start(
+        database_url):
+    """Hostile round 4: an old instance's /ready said ready while it answered every create
+    and list with 503 (a later release had renamed what it reads). A contract step now
+    names the oldest migration that can serve beside it, and older instances say so."""
+    with PostgresStore(database_url) as store:
+        store.check()
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("INSERT INTO plant_store_schema (version, name, compatible_from) "
+                         "VALUES (99, '0099_future.sql', 99)")
+        with pytest.raises(StoreUnavailable, match="needs Plant Store with migration 0099 "
+                           "or newer; this version knows up to 0005: upgrade this instance"):
+            store.check()
+    with pytest.raises(StoreError, match="needs Plant Store with migration 0099"):
+        PostgresStore(database_url)
+    with psycopg.connect(database_url, autocommit=True) as conn:  # an expand step: served
+        conn.execute("UPDATE plant_store_schema SET compatible_from = NULL WHERE version = 99")
+    with PostgresStore(database_url) as store:
+        store.check()
+
+
+def test_a_contract_step_records_the_version_it_declares(database_url, monkeypatch):
+    every = schema.available()
+    future = (6, "0006_contract.sql", "-- compatible-from: 6\nSELECT 1;\n")
+    monkeypatch.setattr(schema, "available", lambda: [*every, future])
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        schema.migrate(conn)
+        rows = dict(conn.execute("SELECT version, compatible_from FROM plant_store_schema"
+                                 " WHERE version >= 5").fetchall())
+        assert rows == {5: None, 6: 6}
+        assert schema.too_new(conn) is None  # this version knows 6
+        monkeypatch.setattr(schema, "available", lambda: every)
+        assert "needs Plant Store with migration 0006" in schema.too_new(conn)

@@ -28,6 +28,7 @@ from typing import Any
 import psycopg
 
 from plant_store.stores.base import StoreUnavailable
+from plant_store.stores.postgres import schema
 from plant_store.stores.postgres.connection import reason
 from plant_store.stores.postgres.deadline import Watchdog
 from plant_store.stores.postgres.notices import noted, unconfirmed
@@ -109,6 +110,9 @@ class Prober:
         try:
             noted(conn).clear()
             conn.execute(QUERIES["probe"])
+            too_new = schema.too_new(conn)  # a later release's contract step applied
+            if too_new:
+                raise StoreUnavailable(f"{self._where}: {too_new}", "refused")
             if unconfirmed(noted(conn)):
                 raise StoreUnavailable(f"{self._where}: a commit was not confirmed by the "
                                        "synchronous standby in time", "unconfirmed")

@@ -2,7 +2,10 @@
 
 Migrations run in one transaction under an advisory lock, so instances starting together
 apply each exactly once (the others wait, then find nothing pending), and a failed one
-leaves the schema as it was. ``plant_store_schema`` records what was applied.
+leaves the schema as it was. ``plant_store_schema`` records what was applied, and for each
+the oldest migration an instance must know to serve on it (``compatible_from``, from a
+``-- compatible-from: N`` line of a contract step; see 0005): :func:`too_new` says when
+this version is older than the schema it finds.
 """
 
 import importlib.resources
@@ -12,6 +15,8 @@ import psycopg
 
 LOCK_KEY = 0x706C616E7473  # "plants": the advisory lock that serializes migrations
 _FILE = re.compile(r"(\d{4})_(\w+)\.sql")
+_COMPATIBLE = re.compile(r"^-- compatible-from: (\d+)$", re.MULTILINE)
+COMPATIBILITY = 5  # the migration that made plant_store_schema.compatible_from
 
 
 def available() -> list[tuple[int, str, str]]:
@@ -23,6 +28,24 @@ def available() -> list[tuple[int, str, str]]:
         if match:
             found.append((int(match.group(1)), entry.name, entry.read_text("utf-8")))
     return sorted(found)
+
+
+def newest() -> int:
+    """The newest migration this version knows."""
+    return available()[-1][0]
+
+
+def too_new(conn: psycopg.Connection) -> str | None:
+    """Why this version cannot serve the schema it finds (a migration it does not know
+    that earlier versions cannot serve beside), or None."""
+    if COMPATIBILITY not in applied(conn):
+        return None
+    row = conn.execute("SELECT max(compatible_from) FROM plant_store_schema").fetchone()
+    needed = row[0] if row else None
+    if needed is None or needed <= newest():
+        return None
+    return (f"the database's schema needs Plant Store with migration {needed:04d} or newer; "
+            f"this version knows up to {newest():04d}: upgrade this instance")
 
 
 def applied(conn: psycopg.Connection) -> set[int]:
@@ -50,7 +73,13 @@ def migrate(conn: psycopg.Connection) -> list[str]:
         for version, name, sql in available():
             if version not in done:
                 conn.execute(sql)
-                conn.execute("INSERT INTO plant_store_schema (version, name) VALUES (%s, %s)",
-                             [version, name])
+                if version >= COMPATIBILITY:
+                    declared = _COMPATIBLE.search(sql)
+                    conn.execute("INSERT INTO plant_store_schema (version, name, compatible_from)"
+                                 " VALUES (%s, %s, %s)",
+                                 [version, name, int(declared.group(1)) if declared else None])
+                else:
+                    conn.execute("INSERT INTO plant_store_schema (version, name) "
+                                 "VALUES (%s, %s)", [version, name])
                 names.append(name)
     return names

@@ -159,6 +159,9 @@ class PostgresStore(Store):
                     if missing:
                         raise StoreError(f"{self.where} lacks migrations {', '.join(missing)}; "
                                          "run 'plant-store db migrate'")
+                too_new = schema.too_new(conn)
+                if too_new:
+                    raise StoreError(f"cannot use {self.where}: {too_new}")
             except psycopg.Error as exc:
                 raise StoreError(f"cannot use {self.where}: {reason(exc)}") from None
         self._unreachable = Throttle(UNREACHABLE_EVERY)

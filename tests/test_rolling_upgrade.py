@@ -15,26 +15,13 @@ import pytest
 from test_postgres_instances import listing
 
 from plant_store.tokens import TokenFile
-from proxies import NGINX, Nginx
+from proxies import NGINX, NGINX_MAIN, Nginx
 from serverproc import Server, free_port, wait_answering
 
 pytestmark = pytest.mark.topology
 ROOT = pathlib.Path(__file__).parent.parent
 PREVIOUS_RELEASE = "a7df04f2be3109f11276cd556572aa724abb29dc"  # what landed before this one
-MAIN = """daemon off;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    include {tmp}/plant-store.conf;
-}}
-"""
+MAIN = NGINX_MAIN.replace("master_process off;\n", "")  # reloads let old workers finish
 
 
 class ReloadableNginx(Nginx):

@@ -117,7 +117,9 @@ def _maintenance(listener: BaseWSGIServer, request_timeout: float, now: float) -
     - a connection whose request has not arrived whole ``request_timeout`` after its first
       byte, or whose answer has not moved for as long (a client that does not read), is
       closed (a thread blocked writing to it is let go), as is one that sent nothing for
-      ``channel_timeout`` while no request of its ran;
+      ``channel_timeout`` while no request of its ran. One with an answer unsent is closed
+      here, in the I/O thread: waitress acts on its ``will_close`` mark only when the
+      socket is writable, which a client that does not read never makes it;
     - at ``connection_limit``, every connection that has sent nothing for EVICT_AFTER
       seconds and has no request running nor answer unsent (idle keep-alive connections,
       requests arriving slowly) is closed, so that new clients get in: HTTP lets a
@@ -141,13 +143,15 @@ def _maintenance(listener: BaseWSGIServer, request_timeout: float, now: float) -
             idle.append(channel)
         else:
             late = False  # a request running: the app's own deadlines bound it
-        if late:
+        if late and channel.total_outbufs_len:
+            channel.handle_close()  # its socket may never be writable: close it here
+        elif late:
             channel.will_close = True
     if len(listener._map) >= adj.connection_limit:  # type: ignore[attr-defined]
         for channel in idle:
             if channel.last_activity < now - EVICT_AFTER:
                 channel.will_close = True
-    listener.pull_trigger()  # the loop closes them at once
+    listener.pull_trigger()  # the loop closes the marked ones at once
 
 
 def listening(server: Server) -> list[tuple[str, int | str]]:

@@ -13,7 +13,7 @@ import sys
 import waitress
 
 from plant_store import config
-from plant_store.server import create_server
+from plant_store.serving.server import create_server
 
 ANSWER = b'{"name":"plant","tag":"bench"}'
 HEADERS = [("Content-Type", "application/json"), ("Content-Length", str(len(ANSWER)))]

@@ -29,7 +29,7 @@ import serverctl
 def memory_per_plant(count):
     """Resident bytes per plant of a MemoryStore filled through the schema layer."""
     out = loadgen.in_fresh_python(f"""
-from plant_store.schemas import NewPlantSchema
+from plant_store.http.schemas import NewPlantSchema
 from plant_store.stores import MemoryStore
 store, load = MemoryStore(), NewPlantSchema().load
 before = rss()

@@ -6,18 +6,24 @@ from typing import Any, TextIO
 import falcon
 import falcon.routing
 
-from plant_store import errors, metrics
-from plant_store.access_log import AccessLog
-from plant_store.auth import BearerAuth, Tokens
+from plant_store import metrics
 from plant_store.config import Config, ConfigError
-from plant_store.docs_page import DocsAssetResource, DocsPageResource
-from plant_store.forwarded import Forwarded
-from plant_store.operational import HealthResource, IndexResource, OpenApiResource, ReadyResource
-from plant_store.plants import PlantResource, PlantsResource
-from plant_store.rate_limit import Buckets, RateLimit
+from plant_store.http import errors
+from plant_store.http.access_log import AccessLog
+from plant_store.http.auth import BearerAuth, Tokens
+from plant_store.http.docs_page import DocsAssetResource, DocsPageResource
+from plant_store.http.forwarded import Forwarded
+from plant_store.http.operational import (
+    HealthResource,
+    IndexResource,
+    OpenApiResource,
+    ReadyResource,
+)
+from plant_store.http.plants import PlantResource, PlantsResource
+from plant_store.http.rate_limit import Buckets, RateLimit
 from plant_store.stores import MemoryStore, Store, open_store
 from plant_store.tokens import TokenFile
-from plant_store.webhooks import WebhookWorker
+from plant_store.webhooks.worker import WebhookWorker
 
 # Probes, the document and its page: no token, and their access lines only at debug, so
 # probes do not flood the log. Under the prefixes, every path is public (the page's assets,
@@ -45,10 +51,10 @@ def create_app(
     :class:`~plant_store.tokens.TokenFile`, :class:`~plant_store.tokens.StaticTokens`, or
     anything with their ``verify``); without it, the token file ``config`` names, under the
     same condition. ``webhooks``: the worker that delivers what creates owe to
-    ``config.webhook_urls`` (:func:`plant_store.webhooks.start`), woken after each; with
+    ``config.webhook_urls`` (:func:`plant_store.webhooks.worker.start`), woken after each; with
     webhook_urls set it is required, as deliveries would otherwise wait unsent.
     Access lines go to ``log_stream`` when given, else through the ``plant_store.access``
-    logger (see :mod:`plant_store.access_log`). ``counted``: the metrics, when the caller
+    logger (see :mod:`plant_store.http.access_log`). ``counted``: the metrics, when the caller
     made them to count its webhook worker's attempts too; else made here as
     ``config.metrics`` says."""
     _refuse_defaults(config, store, tokens, webhooks)
@@ -111,12 +117,12 @@ def _refuse_defaults(config: Config, store: Store | None, tokens: Tokens | None,
                           "'...']) or TokenFile(path)) or name a token_file or data_dir")
     if config.webhook_urls and webhooks is None:
         raise ConfigError("create_app: webhook_urls is set but no worker delivers: pass "
-                          "webhooks=plant_store.webhooks.start(config, store) (and stop it "
+                          "webhooks=plant_store.webhooks.worker.start(config, store) (and stop it "
                           "when done), or the deliveries would wait in the outbox unsent")
 
 
 class _ForwardedApp(falcon.App[falcon.Request, falcon.Response]):
-    """The app behind :class:`~plant_store.forwarded.Forwarded`: what a trusted proxy says of
+    """The app behind :class:`~plant_store.http.forwarded.Forwarded`: what a trusted proxy says of
     the client, and the URL prefix, applied by the app itself, so every WSGI server and host
     application serves the same paths and URLs."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from plant_store import forwarded
+from plant_store.http import forwarded
 
 SECTION = "plant-store"
 ENV_PREFIX = "PLANT_STORE_"

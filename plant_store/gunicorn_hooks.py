@@ -9,7 +9,7 @@ once its request arrives (before 26, a client that connected and never sent held
 thread for good). Its stock ``gthread`` worker serves the
 requests; the probes get a port of their own in each worker (``probe_port``, started in
 ``post_worker_init``), served by threads nothing else uses, as under uWSGI
-(:mod:`plant_store.probe_port`).
+(:mod:`plant_store.serving.probe_port`).
 
 gunicorn's own lines (``gunicorn.error``) take the service's ``log_format``, so that every
 line of the server is in one format.
@@ -30,7 +30,7 @@ back). So, once per start of the server, in gunicorn's master:
 
 When a worker ends (recycled by ``max_requests``, killed, or at a reload), the master
 marks it dead for the client and merges its files into the ended workers' archive
-(:mod:`plant_store.metrics_archive`), so the directory stays a few files plus two per live
+(:mod:`plant_store.serving.metrics_archive`), so the directory stays a few files plus two per
 worker. Other pre-fork servers (uWSGI): set ``PROMETHEUS_MULTIPROC_DIR`` to a directory
 made empty at each start, e.g. systemd's ``RuntimeDirectory=``; it then keeps two files per
 worker that ever ran.
@@ -62,10 +62,11 @@ from gunicorn.workers.base import Worker  # noqa: E402
 from prometheus_client import multiprocess  # noqa: E402
 
 from plant_store import config as _config  # noqa: E402  # 'config' is a gunicorn setting
-from plant_store import logs, metrics_archive, probe_port, waitress_adapter  # noqa: E402
+from plant_store import logs  # noqa: E402
+from plant_store.serving import metrics_archive, probe_port, waitress_adapter  # noqa: E402
 from plant_store.stores import one_process_problem  # noqa: E402
 
-# Forwarded headers are the app's to judge (trusted_proxy, plant_store.forwarded): gunicorn's
+# Forwarded headers are the app's to judge (trusted_proxy, plant_store.http.forwarded): gunicorn's
 # own defaults take X-Forwarded-Proto from any loopback or Unix-socket peer as the scheme
 # (secure_scheme_headers, forwarded_allow_ips), whatever the service's settings say.
 secure_scheme_headers: dict[str, str] = {}

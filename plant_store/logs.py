@@ -112,7 +112,7 @@ def configure_unless_configured(level: str, log_format: str = "text") -> bool:
 def own_stream(logger: logging.Logger) -> TextIO | None:
     """The stream of :func:`configure`'s handler when it is the only place ``logger``'s
     records go, with no filter on the way: lines may then be written to it directly, without
-    a LogRecord each (see :mod:`plant_store.access_log`). None otherwise."""
+    a LogRecord each (see :mod:`plant_store.http.access_log`). None otherwise."""
     node: logging.Logger | None = logger
     while node is not None:
         if node.filters:

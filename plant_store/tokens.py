@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 
-from plant_store import durable, regular_files
+from plant_store.util import durable, regular_files
 
 log = logging.getLogger(__name__)
 

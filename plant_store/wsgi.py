@@ -3,7 +3,7 @@
 Settings come from ``PLANT_STORE_CONFIG`` (an INI file) and ``PLANT_STORE_<SETTING>``
 variables, as for ``plant-store serve``; they are read here, so a bad one fails at import.
 Nothing is opened at import: each serving process opens the store at its first request
-(see :mod:`plant_store.lazy_app`). Issue tokens with ``plant-store token add``. Logging is
+(see :mod:`plant_store.serving.lazy_app`). Issue tokens with ``plant-store token add``. Logging is
 configured here as ``log_level`` and ``log_format`` say, unless the server or a host already
 configured it (see :mod:`plant_store.logs`).
 With several worker processes, ``PROMETHEUS_MULTIPROC_DIR`` names an empty directory where
@@ -12,9 +12,10 @@ each keeps its metrics, so that a scrape sums them (see :mod:`plant_store.gunico
 
 import os
 
-from plant_store import logs, probe_port
+from plant_store import logs
 from plant_store.config import load
-from plant_store.lazy_app import LazyApp, warn_under_uwsgi
+from plant_store.serving import probe_port
+from plant_store.serving.lazy_app import LazyApp, warn_under_uwsgi
 
 _config = load(os.environ.get("PLANT_STORE_CONFIG"), os.environ)
 logs.configure_unless_configured(_config.log_level, _config.log_format)

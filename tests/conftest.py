@@ -4,7 +4,10 @@ import io
 import itertools
 import json
 import os
+import pathlib
 import re
+import socket
+import subprocess
 
 import pytest
 import webtest
@@ -15,7 +18,7 @@ from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import JsonFileStore, MemoryStore
 from plant_store.tokens import TokenFile
-from plant_store.words import counted
+from plant_store.util.words import counted
 
 
 @pytest.fixture
@@ -152,7 +155,7 @@ def assert_error(response, status):
 
 
 DOCUMENT = json.loads(
-    importlib.resources.files("plant_store").joinpath("openapi.json").read_text("utf-8"))
+    importlib.resources.files("plant_store.http").joinpath("openapi.json").read_text("utf-8"))
 
 
 def resolve(schema: dict) -> dict:
@@ -198,3 +201,26 @@ def _no_metrics_directory_leaks():
     yield
     assert os.environ.get("PROMETHEUS_MULTIPROC_DIR") == before, (
         "the test left PROMETHEUS_MULTIPROC_DIR in os.environ")
+
+
+UNIT = pathlib.Path(__file__).parent / "unit"
+REAL_THINGS = {"postgres", "database_url", "browser"}
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_nothing(request, monkeypatch):
+    """tests/unit runs in process, the loop run after every edit: a test there that starts
+    a process, forks, listens on a socket or asks for a database or browser fails, and
+    belongs in tests/integration."""
+    if UNIT not in request.node.path.parents and not os.environ.get("PLANT_STORE_UNIT_GUARD"):
+        return
+    needs = REAL_THINGS & set(request.fixturenames)
+    assert not needs, f"tests/unit starts nothing; this test asks for {sorted(needs)}"
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("tests/unit starts no process and no server: this test "
+                             "belongs in tests/integration")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    monkeypatch.setattr(socket.socket, "listen", refuse)

@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from plant_store.stores import JsonFileStore, Plant, StoreUnavailable
-from plant_store.stores.appendlog import AppendLog
-from plant_store.stores.jsonfile import DATA_FILE
+from plant_store.stores.jsonfile.appendlog import AppendLog
+from plant_store.stores.jsonfile.store import DATA_FILE
 from serverproc import Server
 
 

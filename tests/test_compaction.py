@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from plant_store.stores import JsonFileStore, Plant, StoreUnavailable
-from plant_store.stores.jsonfile import COMPACT_FILE, DATA_FILE
+from plant_store.stores.jsonfile.store import COMPACT_FILE, DATA_FILE
 from serverproc import Server, run_cli
 
 HOOK = ("http://127.0.0.1:9/hook",)

@@ -10,7 +10,7 @@ import webtest
 
 from conftest import DOCUMENT, assert_error
 from plant_store.app import create_app
-from plant_store.docs_page import ASSET_CACHING, ASSETS
+from plant_store.http.docs_page import ASSET_CACHING, ASSETS
 from plant_store.stores import MemoryStore
 from serverproc import Server, exchange
 

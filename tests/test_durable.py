@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from plant_store import durable
+from plant_store.util import durable
 
 
 def files(tmp_path):

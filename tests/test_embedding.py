@@ -13,9 +13,9 @@ import time
 import pytest
 import webtest
 
-from plant_store import access_log
 from plant_store.app import create_app
 from plant_store.config import Config, ConfigError
+from plant_store.http import access_log
 from plant_store.testing import make_app
 from plant_store.tokens import StaticTokens
 

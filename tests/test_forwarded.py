@@ -1,4 +1,4 @@
-"""Forwarded headers and the URL prefix, applied by the app itself (plant_store.forwarded):
+"""Forwarded headers and the URL prefix, applied by the app itself (plant_store.http.forwarded):
 in process with WebTest, mounted in a host application, and under gunicorn and uWSGI."""
 
 import io
@@ -8,10 +8,10 @@ import pytest
 import webtest
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
-from plant_store import access_log
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.forwarded import Forwarded
+from plant_store.http import access_log
+from plant_store.http.forwarded import Forwarded
 from plant_store.stores import MemoryStore
 from serverproc import http_request
 from test_prefork import gunicorn, uwsgi
@@ -210,7 +210,7 @@ def test_the_index_needs_no_token_and_points_at_the_docs(tokens):
 
 @pytest.mark.parametrize("server", ["gunicorn", "uwsgi"])
 def test_other_servers_apply_the_prefix_and_the_proxy(tmp_path, server):
-    """Before plant_store.forwarded, both answered 404 under /api and ignored the headers
+    """Before plant_store.http.forwarded, both answered 404 under /api and ignored the headers
     (url_prefix and trusted_proxy were waitress's arguments, for 'plant-store serve' only)."""
     settings = {"PLANT_STORE_URL_PREFIX": "/api", "PLANT_STORE_TRUSTED_PROXY": "127.0.0.1",
                 "PLANT_STORE_LOG_LEVEL": "info"}

@@ -139,7 +139,7 @@ def test_probes_answer_while_their_port_is_flooded_and_odd_requests_get_the_erro
         tmp_path):
     """Hostile pass: 32 idle connections, or slow senders, shut the probe port (each one a
     thread for good), and every odd request logged a traceback or got an HTML page."""
-    from plant_store import probe_port
+    from plant_store.serving import probe_port
 
     server, probes = hooked(tmp_path, "-w", "1", "--threads", "2")
     with server:
@@ -251,7 +251,7 @@ def test_the_hooks_open_no_control_socket(tmp_path):
 
 def test_a_gunicorn_older_than_the_hooks_support_is_refused_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # else the import names one
-    from plant_store import gunicorn_hooks
+    from plant_store.serving import gunicorn_hooks
 
     monkeypatch.setattr(gunicorn_package, "version_info", (23, 0, 0))
     monkeypatch.setattr(gunicorn_package, "__version__", "23.0.0")

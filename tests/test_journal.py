@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from plant_store.stores import JsonFileStore, Plant
-from plant_store.stores.journal import CorruptJournal
+from plant_store.stores.jsonfile.journal import CorruptJournal
 from serverproc import run_cli
 
 GOOD = (b'{"op":"create","id":1,"name":"Fern"}\n'

@@ -24,7 +24,7 @@ from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import JsonFileStore, MemoryStore, Plant
 from plant_store.tokens import TokenFile
-from plant_store.webhooks import new_secret
+from plant_store.webhooks.worker import new_secret
 from receiver import Receiver
 from serverproc import Server, ended, exchange, free_port, http_request, run_cli, wait_answering
 

@@ -12,7 +12,7 @@ from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
-from plant_store import metrics_archive
+from plant_store.serving import metrics_archive
 
 WORKERS = 60
 
@@ -92,7 +92,7 @@ def test_scrapes_racing_merges_count_each_ended_worker_once(tmp_path):
 def test_a_merge_scrapes_put_off_is_done_at_a_later_end_never_under_a_live_pid(
         tmp_path, monkeypatch):
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # before the import
-    from plant_store import gunicorn_hooks
+    from plant_store.serving import gunicorn_hooks
 
     workers = {}  # gunicorn's live workers, by PID
     server = types.SimpleNamespace(WORKERS=workers, log=logging.getLogger("test"))

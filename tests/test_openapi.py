@@ -13,10 +13,10 @@ from openapi_spec_validator import validate
 from standardwebhooks import Webhook
 
 from conftest import DOCUMENT, assert_error, resolve
-from plant_store import webhooks
 from plant_store.app import create_app
-from plant_store.schemas import ErrorSchema, JsonInteger, NewPlantSchema, PlantSchema
+from plant_store.http.schemas import ErrorSchema, JsonInteger, NewPlantSchema, PlantSchema
 from plant_store.stores import JsonFileStore
+from plant_store.webhooks import worker as webhooks
 
 
 def test_document_is_valid_openapi_3_1():

@@ -22,8 +22,8 @@ import pytest
 
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.lazy_app import UNAVAILABLE
-from plant_store.request_id import RequestId
+from plant_store.http.request_id import RequestId
+from plant_store.serving.lazy_app import UNAVAILABLE
 from plant_store.stores import JsonFileStore, Plant, open_store
 from plant_store.stores.lock import StoreLocked
 from plant_store.tokens import TokenFile

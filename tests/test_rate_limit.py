@@ -18,10 +18,10 @@ from conftest import DOCUMENT, assert_error
 from plant_store import metrics
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.rate_limit import Buckets
-from plant_store.single_flight import SingleFlight
+from plant_store.http.rate_limit import Buckets
 from plant_store.stores import MemoryStore
 from plant_store.tokens import StaticTokens
+from plant_store.util.single_flight import SingleFlight
 from serverproc import Server, run_cli
 
 

@@ -11,7 +11,7 @@ import time
 
 from standardwebhooks import Webhook
 
-from plant_store import webhooks
+from plant_store.webhooks import worker as webhooks
 from serverproc import Server, free_port, http_request, run_cli
 
 TUTORIAL = pathlib.Path(__file__).parent.parent / "docs" / "tutorial.rst"

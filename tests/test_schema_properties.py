@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from marshmallow import ValidationError
 
 from conftest import DOCUMENT, assert_error, resolve
-from plant_store.schemas import NewPlantSchema, PlantSchema, dump_plant, load_new_plant
+from plant_store.http.schemas import NewPlantSchema, PlantSchema, dump_plant, load_new_plant
 from plant_store.stores import Plant
 
 NEW_PLANT = resolve({"$ref": "#/components/schemas/NewPlant"})

@@ -71,7 +71,7 @@ def test_memory_store_starts_empty_each_time(tmp_path):
 
 SLOW_STORE = """
 import sys, time
-from plant_store.stores.jsonfile import JsonFileStore
+from plant_store.stores.jsonfile.store import JsonFileStore
 create = JsonFileStore.create
 def slow_create(self, plant, webhooks=()):  # a second in the store; ids from 100 three
     print("slow create started", file=sys.stderr, flush=True)

@@ -70,7 +70,7 @@ def test_waitress_refusing_a_body_says_413_in_the_shape(server):
 
 # A response header with a line break: waitress refuses it in start_response, after the app.
 BAD_HEADER = """
-import plant_store.operational as operational
+import plant_store.http.operational as operational
 def on_get(self, req, resp):
     resp.set_header("X-Broken", "line\\nbreak")
 operational.HealthResource.on_get = on_get
@@ -90,7 +90,7 @@ def test_a_500_waitress_makes_itself_says_nothing_of_the_internals(tmp_path):
 # Two listening sockets: waitress's create_server returns a MultiSocketServer.
 TWO_SOCKETS = """
 import signal, waitress
-from plant_store.waitress_adapter import install
+from plant_store.serving.waitress_adapter import install
 def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [b"ok"]

@@ -1,4 +1,4 @@
-"""What plant_store.waitress_adapter relies on in waitress's internals, checked in process
+"""What plant_store.serving.waitress_adapter relies on in waitress's internals, checked in process
 against the waitress installed: a release that changes one fails here, naming it (the
 adapter's docstring says why each is used)."""
 
@@ -19,15 +19,15 @@ from waitress.server import BaseWSGIServer, MultiSocketServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher
 from waitress.utilities import queue_logger
 
-from plant_store import waitress_adapter
+from plant_store.serving import waitress_adapter
 
 WAITRESS = f"waitress {version('waitress')}"
 
 
 def changed(what):
     """The failure message: what the installed waitress no longer does."""
-    return (f"{WAITRESS}: {what} no longer holds; plant_store.waitress_adapter relies on it "
-            "as read in waitress 3.0.2: read that release again before the pin moves")
+    return (f"{WAITRESS}: {what} no longer holds; plant_store.serving.waitress_adapter "
+            "relies on it as read in waitress 3.0.2: read that release again before the pin moves")
 
 
 def app(environ, start_response):

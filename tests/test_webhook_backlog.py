@@ -9,10 +9,10 @@ import time
 import psycopg
 import pytest
 
-from plant_store import webhooks
 from plant_store.config import Config
 from plant_store.stores import Plant
 from plant_store.tokens import TokenFile
+from plant_store.webhooks import worker as webhooks
 from receiver import SECRET, Receiver, Stalling
 from serverproc import Server
 

@@ -6,9 +6,9 @@ import signal
 import subprocess
 import time
 
-from plant_store import webhooks
 from plant_store.config import Config
 from plant_store.stores import MemoryStore, Plant
+from plant_store.webhooks import worker as webhooks
 from receiver import SECRET, Receiver, Stalling, verified
 from serverproc import Server, run_cli
 
@@ -124,7 +124,7 @@ def test_what_a_subscriber_answers_reaches_the_log_as_one_escaped_line():
     import socket
     import threading
 
-    from plant_store.bounded_post import ERROR_LIMIT, post
+    from plant_store.webhooks.bounded_post import ERROR_LIMIT, post
 
     listener = socket.create_server(("127.0.0.1", 0))
     answers = [b"\x00\xff garbage\r\n\r\n",
@@ -189,7 +189,7 @@ def test_a_host_whose_name_never_resolves_holds_a_delivery_no_longer_than_the_ti
 def test_a_url_with_no_host_fails_like_a_refusal():
     """Config refuses such URLs, but one owed from before that check is an error string,
     not an AttributeError from http.client in the lane's thread (found by mypy)."""
-    from plant_store.bounded_post import post
+    from plant_store.webhooks.bounded_post import post
 
     for url in ("http:///plants", "https://:8443/"):
         assert post(url, b"{}", {}, timeout=2) == f"ValueError: {url}: no host"

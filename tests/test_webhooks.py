@@ -15,9 +15,9 @@ import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from conftest import FaultyStore
-from plant_store import webhooks
 from plant_store.config import Config
 from plant_store.stores import JsonFileStore, MemoryStore, Plant, StoreUnavailable
+from plant_store.webhooks import worker as webhooks
 from receiver import SECRET, Receiver, verified
 from serverproc import Server, free_port, run_cli
 

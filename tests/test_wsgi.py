@@ -15,9 +15,9 @@ import pytest
 import webtest
 
 from conftest import assert_error
-from plant_store import lazy_app
 from plant_store.config import Config
-from plant_store.lazy_app import UNAVAILABLE, LazyApp
+from plant_store.serving import lazy_app
+from plant_store.serving.lazy_app import UNAVAILABLE, LazyApp
 from plant_store.stores import JsonFileStore
 from plant_store.tokens import TokenFile
 from receiver import SECRET

@@ -3,10 +3,10 @@ so none is a copy that can drift.
 
 - ``settings.rst``: a table of ``plant_store.config.SETTINGS`` (name, default, environment
   variable, flag, help);
-- ``http.rst``: every path and method of ``plant_store/openapi.json``, its parameters and
+- ``http.rst``: every path and method of ``plant_store/http/openapi.json``, its parameters and
   each status it may answer;
 - ``cli.rst``: the ``--help`` of ``plant-store`` and of every sub-command, from the parser
-  in ``plant_store.cli_args``.
+  in ``plant_store.cli.args``.
 """
 
 import json
@@ -48,9 +48,9 @@ def _literal(text: str) -> list[str]:
 
 
 def http_rst() -> str:
-    doc = json.loads((ROOT / "plant_store" / "openapi.json").read_text("utf-8"))
+    doc = json.loads((ROOT / "plant_store" / "http" / "openapi.json").read_text("utf-8"))
     info = doc.get("info", {})
-    out = [f"Generated from ``plant_store/openapi.json`` (OpenAPI {doc['openapi']}, "
+    out = [f"Generated from ``plant_store/http/openapi.json`` (OpenAPI {doc['openapi']}, "
            f"\"{info.get('title', '')}\" {info.get('version', '')}).", ""]
     for path, item in doc["paths"].items():
         for method in METHODS:
@@ -98,9 +98,9 @@ def _resolve(doc: dict, node: dict) -> dict:
 
 def cli_rst() -> str:
     os.environ["COLUMNS"] = "88"  # argparse wraps to the terminal; the page has a width
-    from plant_store import cli_args
+    from plant_store.cli import args as cli_args
     parser = cli_args.parser()
-    out = ["Generated from the parser in ``plant_store/cli_args.py``: what ``--help`` prints.",
+    out = ["Generated from the parser in ``plant_store/cli/args.py``: what ``--help`` prints.",
            "", "plant-store", "-----------", "", *_literal(parser.format_help())]
 
     def walk(p, words):

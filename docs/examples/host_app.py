@@ -11,11 +11,11 @@ import os
 
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
-from plant_store import webhooks
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import open_store
 from plant_store.tokens import StaticTokens
+from plant_store.webhooks import worker as webhooks
 
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 

@@ -12,7 +12,7 @@ from plant_store.stores.base import (
     StoreError,
     StoreUnavailable,
 )
-from plant_store.stores.jsonfile import JsonFileStore
+from plant_store.stores.jsonfile.store import JsonFileStore
 from plant_store.stores.memory import MemoryStore
 
 __all__ = [

@@ -13,8 +13,8 @@ import os
 import threading
 import time
 
-from plant_store import regular_files
 from plant_store.stores.base import DataDirError, StoreError
+from plant_store.util import regular_files
 
 POLL_INTERVAL = 0.05  # seconds between tries while waiting for the owner to let go
 LOCK_FILE = "plants.lock"

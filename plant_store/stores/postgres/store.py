@@ -70,7 +70,7 @@ from plant_store.stores.postgres.deadline import Watchdog
 from plant_store.stores.postgres.pool_adapter import Pool
 from plant_store.stores.postgres.queries import QUERIES
 from plant_store.stores.postgres.readiness import Prober
-from plant_store.words import counted
+from plant_store.util.words import counted
 
 log = logging.getLogger(__name__)
 

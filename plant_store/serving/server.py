@@ -8,16 +8,19 @@ import resource
 import signal
 from collections.abc import Callable, Iterable
 
-from plant_store import access_log, auth, metrics, probe_port, waitress_adapter, webhooks
+from plant_store import metrics
 from plant_store.app import create_app
-from plant_store.auth import Tokens
 from plant_store.config import Config
-from plant_store.probe_lane import ProbeLaneDispatcher
+from plant_store.http import access_log, auth
+from plant_store.http.auth import Tokens
+from plant_store.serving import probe_port, waitress_adapter
+from plant_store.serving.probe_lane import ProbeLaneDispatcher
+from plant_store.serving.waitress_adapter import Server
 from plant_store.stores import Store
 from plant_store.tokens import TokenFile
-from plant_store.waitress_adapter import Server
+from plant_store.webhooks import worker as webhooks
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("plant_store.server")  # the name users filter on
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -41,7 +44,7 @@ def create_server(
     path, status)``: told of each request waitress answers itself (in the Error shape, see
     waitress_adapter); ``tokens``: only a request with one of them is invited to send its
     body (``Expect: 100-continue``)."""
-    # The URL prefix and the forwarded headers are the app's (plant_store.forwarded), as
+    # The URL prefix and the forwarded headers are the app's (plant_store.http.forwarded), as
     # under any other server: waitress's own would apply them twice, and by default it
     # removes every forwarded header before the app could read it.
     return waitress_adapter.create_server(

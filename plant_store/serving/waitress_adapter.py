@@ -52,10 +52,10 @@ from waitress.server import BaseWSGIServer, MultiSocketServer
 from waitress.task import ErrorTask, Task, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import Error, RequestEntityTooLarge, queue_logger
 
-from plant_store import errors
+from plant_store.http import errors
 from plant_store.logs import Throttle
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("plant_store.waitress_adapter")  # the name users filter on
 Server = BaseWSGIServer | MultiSocketServer
 QUEUE_WARNING_EVERY = 10.0  # seconds: the most often waitress's queue warning is logged
 
@@ -277,7 +277,7 @@ class _QueueLog:
 
 class LaneDispatcher(ThreadedTaskDispatcher):
     """waitress's pool of ``threads``, plus ``lane_threads`` of their own for the GET and
-    HEAD requests to ``lane_paths``, which serve nothing else (plant_store.probe_lane).
+    HEAD requests to ``lane_paths``, which serve nothing else (plant_store.serving.probe_lane).
     The choice is made per request: waitress hands the channel over again for each
     pipelined request."""
 

@@ -16,9 +16,9 @@ import string
 
 import falcon
 
-from plant_store.operational import DOCUMENT
+from plant_store.http.operational import DOCUMENT
 
-_OURS = importlib.resources.files("plant_store")
+_OURS = importlib.resources.files("plant_store.http")
 # swagger-ui-py, the docs-page extra, is a package: find_spec finds it, with its folder.
 _SPEC = importlib.util.find_spec("swagger_ui")
 INSTALLED = _SPEC is not None and bool(_SPEC.submodule_search_locations)

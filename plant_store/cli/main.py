@@ -13,16 +13,10 @@ import shlex
 import socket
 import sys
 
-from plant_store import (
-    browse,
-    cli_args,
-    config,
-    logs,
-    retry_requests,
-    server,
-    transfer,
-    webhooks,
-)
+from plant_store import config, logs
+from plant_store.cli import args as cli_args
+from plant_store.cli import browse, transfer
+from plant_store.serving import server
 from plant_store.stores import (
     DataDirError,
     JsonFileStore,
@@ -34,10 +28,12 @@ from plant_store.stores import (
 )
 from plant_store.stores.lock import StoreLocked
 from plant_store.tokens import TokenError, TokenFile, TokenFileError
-from plant_store.words import counted
+from plant_store.util.words import counted
+from plant_store.webhooks import retry_requests
+from plant_store.webhooks import worker as webhooks
 
 FIRST_TOKEN_LABEL = "initial"
-log = logging.getLogger(__name__)
+log = logging.getLogger("plant_store.cli")  # the name users filter on
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,9 +28,9 @@ from collections.abc import Callable
 
 import orjson
 
-from plant_store import durable, regular_files
+from plant_store.util import durable, regular_files
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("plant_store.retry_requests")  # the name users filter on
 
 PREFIX, SUFFIX, TAKEN = "webhooks-retry-", ".json", ".taken"
 POLL = 0.05  # seconds between the command's looks

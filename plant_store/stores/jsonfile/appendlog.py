@@ -36,12 +36,12 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Protocol
 
-from plant_store.durable import fsync_dir
 from plant_store.logs import Throttle
 from plant_store.stores import lock
 from plant_store.stores.base import StoreUnavailable
+from plant_store.util.durable import fsync_dir
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("plant_store.stores.appendlog")  # the name users filter on
 
 
 class Syscalls(Protocol):

@@ -6,7 +6,7 @@ A probe on the service's port waits while every request thread waits (a locked t
 database that has gone: gunicorn's threads take requests from one pool, uWSGI's take
 connections themselves), or while clients hold every connection; an orchestrator would
 restart processes that are alive. So the probe port is served by a waitress server of its
-own, on threads nothing else uses (:func:`plant_store.waitress_adapter.serve_in_thread`),
+own, on threads nothing else uses (:func:`plant_store.serving.waitress_adapter.serve_in_thread`),
 answering only the two probes through the same app, with the service's defences: a
 request must arrive whole within ``TIMEOUT`` seconds, idle connections are let go at
 the limit, malformed HTTP gets the Error shape. Under gunicorn the master binds the port
@@ -25,13 +25,14 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from plant_store import errors, waitress_adapter
-from plant_store.probe_lane import PROBE_THREADS, PROBES
+from plant_store.http import errors
+from plant_store.serving import waitress_adapter
+from plant_store.serving.probe_lane import PROBE_THREADS, PROBES
 
 if TYPE_CHECKING:  # WSGI's types, in typeshed only (wsgiref.types is 3.11's)
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("plant_store.probe_port")  # the name users filter on
 
 TIMEOUT = 2  # seconds a probe's request may take to arrive, and its answer to be taken
 CONNECTIONS = 1000  # held at once; at the limit, those idle a second are let go

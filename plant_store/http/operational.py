@@ -10,11 +10,11 @@ import importlib.resources
 import falcon
 import orjson
 
-from plant_store.forwarded import base_url
+from plant_store.http.forwarded import base_url
 from plant_store.stores import Store, StoreUnavailable
 
 DOCUMENT = orjson.loads(
-    importlib.resources.files("plant_store").joinpath("openapi.json").read_bytes())
+    importlib.resources.files("plant_store.http").joinpath("openapi.json").read_bytes())
 HEALTHY = orjson.dumps({"status": "ok"})
 READY = orjson.dumps({"status": "ready"})
 

@@ -24,17 +24,19 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from plant_store import errors, forwarded, metrics, webhooks
+from plant_store import metrics
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.operational import HEALTHY
+from plant_store.http import errors, forwarded
+from plant_store.http.operational import HEALTHY
 from plant_store.stores import Store, StoreError, one_process_problem, open_store
 from plant_store.tokens import TokenError, TokenFile
+from plant_store.webhooks import worker as webhooks
 
 if TYPE_CHECKING:  # WSGI's types, in typeshed only (wsgiref.types is 3.11's)
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("plant_store.lazy_app")  # the name users filter on
 
 RETRY_INTERVAL = 1.0  # seconds between tries to open the store after one failed
 UNAVAILABLE = "This server process cannot serve the store; see the server's log."

@@ -12,9 +12,9 @@ import itertools
 from collections.abc import Iterator
 
 from plant_store.config import Config
-from plant_store.schemas import id_from_text
+from plant_store.http.schemas import id_from_text
 from plant_store.stores import Plant, Store, StoreError, jsonfile, open_store
-from plant_store.stores.journal import INT64_MAX, INT64_MIN, decode_plant
+from plant_store.stores.jsonfile.journal import INT64_MAX, INT64_MIN, decode_plant
 
 PAGE = 1000
 

@@ -6,9 +6,9 @@ from typing import Any
 import falcon
 import orjson
 
-from plant_store.schemas import ErrorSchema
+from plant_store.http.schemas import ErrorSchema
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("plant_store.errors")  # the name users filter on
 _dump = ErrorSchema().dump
 INTERNAL = "The server failed to handle the request; the details are in its log."
 TOO_LARGE = "The request body is larger than the limit of {} bytes."

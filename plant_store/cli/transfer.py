@@ -27,11 +27,11 @@ from typing import BinaryIO, NamedTuple
 import orjson
 from marshmallow import ValidationError
 
-from plant_store.durable import replacing
-from plant_store.json_fallback import reparse
-from plant_store.schemas import describe, load_new_plant
+from plant_store.http.json_fallback import reparse
+from plant_store.http.schemas import describe, load_new_plant
 from plant_store.stores import Conflict, Plant, Store, StoreError
-from plant_store.words import counted
+from plant_store.util.durable import replacing
+from plant_store.util.words import counted
 
 PAGE = 1000  # plants a page while exporting
 

@@ -35,8 +35,8 @@ import falcon
 import orjson
 
 from plant_store.config import LOG_LEVELS
+from plant_store.http.request_id import RequestId
 from plant_store.logs import escape, iso_timestamp, own_stream, timestamp
-from plant_store.request_id import RequestId
 
 FLUSH_INTERVAL = 0.05  # seconds; a small batch holds the GIL briefly, which keeps p99 down
 LOGGER = logging.getLogger("plant_store.access")

@@ -23,14 +23,15 @@ from datetime import datetime, timezone
 
 from standardwebhooks import Webhook
 
-from plant_store import __version__, retry_requests
-from plant_store.bounded_post import post
+from plant_store import __version__
 from plant_store.config import Config
 from plant_store.stores import Store, StoreUnavailable
 from plant_store.stores.outbox import Delivery
-from plant_store.words import counted
+from plant_store.util.words import counted
+from plant_store.webhooks import retry_requests
+from plant_store.webhooks.bounded_post import post
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("plant_store.webhooks")  # the name users filter on
 
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 32  # the spec asks for 24 to 64 random bytes

@@ -19,10 +19,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 
-from plant_store import regular_files
-from plant_store.durable import fsync_dir
-from plant_store.stores import journal, lock
-from plant_store.stores.appendlog import AppendLog
+from plant_store.stores import lock
 from plant_store.stores.base import (
     DataDirError,
     Plant,
@@ -30,9 +27,13 @@ from plant_store.stores.base import (
     StoreUnavailable,
     replay,
 )
+from plant_store.stores.jsonfile import journal
+from plant_store.stores.jsonfile.appendlog import AppendLog
 from plant_store.stores.outbox import Delivery, deliveries_for
+from plant_store.util import regular_files
+from plant_store.util.durable import fsync_dir
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("plant_store.stores.jsonfile")  # the name users filter on
 
 DATA_FILE = "plants.jsonl"
 COMPACT_FILE = DATA_FILE + ".compact"

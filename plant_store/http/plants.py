@@ -8,10 +8,10 @@ import falcon
 import orjson
 from marshmallow import ValidationError
 
-from plant_store import errors
-from plant_store.forwarded import base_url
-from plant_store.json_fallback import reparse
-from plant_store.schemas import (
+from plant_store.http import errors
+from plant_store.http.forwarded import base_url
+from plant_store.http.json_fallback import reparse
+from plant_store.http.schemas import (
     ID_RULE,
     JsonInteger,
     describe,

@@ -139,10 +139,10 @@ def parser() -> argparse.ArgumentParser:
     hooks = _group(commands, "webhooks", "see the webhook outbox, send dead letters again, "
                                          "make a secret",
                    "webhooks_command")
-    _command(hooks, "list", "show deliveries still owed and dead letters; changes nothing "
-                            "(JSON-file store)", ("data_dir",), ("store",))
-    resend = _command(hooks, "retry", "put dead letters back in the outbox to be sent again "
-                                      "(JSON-file store)", ("data_dir", "fsync"), ("store",))
+    _command(hooks, "list", "show deliveries still owed and dead letters; changes nothing, "
+                            "works beside running servers", STORE)
+    resend = _command(hooks, "retry", "put dead letters back in the outbox to be sent again, "
+                                      "by a running server too", (*STORE, "fsync"))
     resend.add_argument("ids", nargs="*", metavar="ID", help="delivery ids; none means all")
     _command(hooks, "secret", "print a new whsec_ secret for webhook_secret; reads no settings",
              None)

@@ -27,6 +27,7 @@ from plant_store.stores import (
     open_store,
 )
 from plant_store.stores.lock import StoreLocked
+from plant_store.stores.outbox import Delivery
 from plant_store.tokens import TokenError, TokenFile, TokenFileError
 from plant_store.util.words import counted
 from plant_store.webhooks import retry_requests
@@ -233,16 +234,16 @@ def _import(cfg: config.Config, path: str) -> int:
 
 
 def _webhooks(args: argparse.Namespace, cfg: config.Config) -> int:
+    if cfg.store == "postgresql":
+        return _webhooks_shared(args, cfg)
+    if cfg.store == "memory":
+        raise cfg.blame("store", "the memory store's outbox lives in its server's process and "
+                                 "goes with it: no command can read it")
     _need_journal(cfg, "webhooks")
     state = jsonfile.inspect(cfg.data_dir)
     dead = state.outbox.list(dead=True)
     if args.webhooks_command == "list":
-        for delivery in state.outbox.list() + dead:
-            status = "dead" if delivery.dead else "owed"
-            print(f"{delivery.id}\t{status}\t{delivery.attempts} attempts\t{delivery.url}\t"
-                  f"plant {delivery.plant_id}\t{delivery.error or ''}")
-        if not len(state.outbox):
-            print("no deliveries owed and no dead letters", file=sys.stderr)
+        _list_deliveries(state.outbox.list() + dead)
         return 0
     chosen = [d.id for d in dead if not args.ids or d.id in args.ids]
     unknown = sorted(set(args.ids) - set(chosen))
@@ -261,6 +262,37 @@ def _webhooks(args: argparse.Namespace, cfg: config.Config) -> int:
     except StoreLocked:
         pass
     return _hand_over(cfg, chosen, letters)
+
+
+def _list_deliveries(deliveries: list[Delivery]) -> None:
+    for delivery in deliveries:
+        status = "dead" if delivery.dead else "owed"
+        print(f"{delivery.id}\t{status}\t{delivery.attempts} attempts\t{delivery.url}\t"
+              f"plant {delivery.plant_id}\t{delivery.error or ''}")
+    if not deliveries:
+        print("no deliveries owed and no dead letters", file=sys.stderr)
+
+
+def _webhooks_shared(args: argparse.Namespace, cfg: config.Config) -> int:
+    """PostgreSQL: the command reads and writes the outbox itself, beside any number of
+    running instances; a retry is one transaction (Store.retry_dead), and the instances'
+    workers find the dead letters back in their lanes. Migrates nothing."""
+    with open_store(cfg, migrate=False) as store:
+        if args.webhooks_command == "list":
+            _list_deliveries(store.outbox())
+            return 0
+        try:
+            moved = store.retry_dead(args.ids or None)
+        except KeyError as exc:
+            raise StoreError(f"{exc.args[0]} is not a dead letter, so nothing changed; see "
+                             "'plant-store webhooks list'") from None
+    if not moved:
+        print("no dead letters to retry", file=sys.stderr)
+        return 0
+    print(f"{counted(len(moved), 'dead letter')} back in the outbox: an instance running on "
+          f"this database with webhook_secret sends them within {webhooks.IDLE:g} s, or the "
+          "next one started")
+    return 0
 
 
 def _hand_over(cfg: config.Config, chosen: list[str], letters: str) -> int:

@@ -57,10 +57,12 @@ def needs_driver() -> Iterator[None]:
                          "[postgresql])") from None
 
 
-def open_store(config: Config, *, lock_timeout: float | None = None) -> Store:
+def open_store(config: Config, *, lock_timeout: float | None = None,
+               migrate: bool = True) -> Store:
     """The configured store. The memory and JSON-file stores hold ``data_dir``'s lock,
     waiting for its owner to let go up to ``lock_timeout`` seconds (``config.lock_timeout``
-    when None); the PostgreSQL store is shared, and applies pending migrations."""
+    when None); the PostgreSQL store is shared, and applies pending migrations (with
+    ``migrate`` False it refuses a schema that lacks some: a command that only reads)."""
     if config.store == "postgresql":
         with needs_driver():
             from plant_store.stores.postgres import PostgresStore  # psycopg only when used
@@ -68,7 +70,8 @@ def open_store(config: Config, *, lock_timeout: float | None = None) -> Store:
         return PostgresStore(config.database_url, pool_size=config.database_pool_size,
                              timeout=config.database_timeout,
                              statement_timeout=config.statement_timeout,
-                             prepared_statements=config.database_prepared_statements)
+                             prepared_statements=config.database_prepared_statements,
+                             migrate=migrate)
     if lock_timeout is None:
         lock_timeout = config.lock_timeout
     if config.store == "memory":

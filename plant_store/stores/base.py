@@ -125,6 +125,28 @@ class Store(abc.ABC):
         ``retry_in``: after a failure, seconds before any worker may try it again (a store
         that one process owns leaves that to its worker)."""
 
+    def outbox(self) -> "list[Delivery]":
+        """Every delivery, those owed (due or not) then the dead letters, each oldest
+        first: what 'plant-store webhooks list' shows."""
+        return self.deliveries() + self.deliveries(dead=True)
+
+    def retry_dead(self, delivery_ids: Sequence[str] | None = None) -> list[str]:
+        """Move dead letters (all, or those named) back to the outbox, their attempts reset,
+        and return their ids. When a named id is not a dead letter, move none and raise
+        KeyError naming it: an operator's retry is done whole or not at all. A store several
+        instances share does it in one transaction, so two retries at once move each dead
+        letter once, and the instances' workers send it once (their lane leases)."""
+        dead = [d.id for d in self.deliveries(dead=True)]
+        if delivery_ids is not None:
+            missing = sorted(set(delivery_ids) - set(dead))
+            if missing:
+                raise KeyError(missing[0])
+            wanted = set(delivery_ids)
+            dead = [i for i in dead if i in wanted]
+        for delivery_id in dead:
+            self.settle(delivery_id, "retry")
+        return dead
+
     @abc.abstractmethod
     def outbox_counts(self) -> tuple[int, int]:
         """How many deliveries are owed, and how many are dead letters."""

@@ -60,13 +60,15 @@ def backoff(first: float, attempts: int) -> float:
 
 
 def retry(store: Store, delivery_ids: list[str] | None = None) -> list[str]:
-    """Move dead letters (all, or those named) back to the outbox; return their ids."""
-    dead = [d.id for d in store.deliveries(dead=True)]
-    wanted = None if delivery_ids is None else set(delivery_ids)
-    chosen = dead if wanted is None else [i for i in dead if i in wanted]
-    for delivery_id in chosen:
-        store.settle(delivery_id, "retry")
-    return chosen
+    """Move dead letters (all, or those named that still are) back to the outbox; return
+    their ids. Named ids no longer dead (another retry moved them meanwhile) are skipped,
+    not refused: a hand-over request must not fail for good (see retry_requests)."""
+    if delivery_ids is not None:
+        dead = {d.id for d in store.deliveries(dead=True)}
+        delivery_ids = [i for i in delivery_ids if i in dead]
+        if not delivery_ids:
+            return []
+    return store.retry_dead(delivery_ids)
 
 
 class WebhookWorker:

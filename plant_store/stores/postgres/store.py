@@ -75,10 +75,10 @@ from plant_store.util.words import counted
 log = logging.getLogger(__name__)
 
 WRITES = frozenset({"create", "create_one", "delete", "hold_lane", "free_lane", "begin_attempt",
-                    "delivered", "failed", "retry"})
+                    "delivered", "failed", "retry", "retry_dead"})
 # Settled by trying again: a create replays, a delete asks its token, a read reads again.
 SETTLED_BY_RETRY = frozenset({"create", "create_one", "delete", "get", "page", "count",
-                              "due", "dead", "outbox_counts", "rebase", "forget_deletes",
+                              "due", "dead", "outbox", "outbox_counts", "rebase", "forget_deletes",
                               "lanes", "lane", "hold_lane", "free_lane"})
 RECONNECT_EVERY = 1.0  # seconds: the most the pool waits between attempts to reconnect
 FORGET_EVERY = 1024  # deletes between clean-ups of old delete tokens
@@ -423,6 +423,18 @@ class PostgresStore(Store):
     def deliveries(self, *, dead: bool = False) -> list[Delivery]:
         rows = self._run("dead" if dead else "due", {}, lambda cur: cur.fetchall())
         return [_delivery(*row) for row in rows]
+
+    def outbox(self) -> list[Delivery]:
+        rows = self._run("outbox", {}, lambda cur: cur.fetchall())
+        return [_delivery(*row) for row in rows]
+
+    def retry_dead(self, delivery_ids: Sequence[str] | None = None) -> list[str]:
+        """One statement, so one transaction: see the query."""
+        ids = None if delivery_ids is None else sorted(set(delivery_ids))
+        found, moved = self._run("retry_dead", {"ids": ids}, lambda cur: cur.fetchone())
+        if ids is not None and len(found) < len(ids):
+            raise KeyError(min(set(ids) - set(found)))
+        return sorted(moved)
 
     def outbox_counts(self) -> tuple[int, int]:
         counts: tuple[int, int] = self._run(

@@ -238,3 +238,34 @@ WHERE id = %(id)s;
 -- name: retry
 UPDATE plant_store_outbox SET attempts = 0, error = NULL, dead = false, due = now()
 WHERE id = %(id)s;
+
+-- name: outbox
+-- What 'plant-store webhooks list' shows: every delivery, owed (due or not) then dead, each
+-- oldest first.
+SELECT id, plant_id, url, body, attempts, error, dead FROM plant_store_outbox
+ORDER BY dead, owed_at, id;
+
+-- name: retry_dead
+-- An operator's retry, whole or not at all, in one transaction: the dead letters (all, when
+-- ids is NULL, or those named) are locked, and moved back to the outbox, attempts reset and
+-- due now, only if every id named is among them. The running instances' workers then see
+-- them in their lanes and send each once (lane leases, begin_attempt). Two retries at once:
+-- the second waits for the first's locks and finds the rows no longer dead (FOR UPDATE reads
+-- their latest version), so a dead letter is moved once. Answers the dead letters found and
+-- those moved.
+WITH chosen AS (
+    SELECT id FROM plant_store_outbox
+    WHERE dead AND (%(ids)s::text[] IS NULL OR id = ANY(%(ids)s::text[]))
+    ORDER BY id
+    FOR UPDATE
+), whole AS (
+    SELECT %(ids)s::text[] IS NULL OR count(*) = cardinality(%(ids)s::text[]) AS ok
+    FROM chosen
+), moved AS (
+    UPDATE plant_store_outbox AS o SET attempts = 0, error = NULL, dead = false, due = now()
+    FROM chosen, whole
+    WHERE o.id = chosen.id AND whole.ok
+    RETURNING o.id
+)
+SELECT coalesce((SELECT array_agg(id) FROM chosen), '{}'),
+       coalesce((SELECT array_agg(id) FROM moved), '{}');

@@ -1,0 +1,117 @@
+"""Dead webhook deliveries on PostgreSQL, seen and sent again with 'plant-store webhooks'
+while two 'plant-store serve' instances run on the same database: listed, retried whole or
+not at all, a retry taken once however many run at once, and each retried delivery sent
+once (the receiver counts)."""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from plant_store.tokens import TokenFile
+from receiver import SECRET, Receiver
+from serverproc import Server, run_cli
+
+IDLE = 5  # plant_store.webhooks.worker.IDLE: the longest a worker waits between looks
+
+
+@pytest.fixture
+def two_instances(tmp_path, database_url):
+    """Two instances on one database, both sending to a subscriber that refuses the first
+    three requests; one attempt each, so three plants make three dead letters."""
+    token_file = tmp_path / "tokens.json"
+    token = TokenFile(str(token_file)).add("instances")
+    with Receiver(answers=(500, 500, 500)) as receiver:
+        flags = ("--store", "postgresql", "--database-url", database_url,
+                 "--token-file", str(token_file), "--webhook-urls", receiver.url,
+                 "--webhook-secret", SECRET, "--webhook-max-attempts", "1",
+                 "--webhook-timeout", "2", "--webhook-backoff", "0.05")
+        servers = [Server(tmp_path / f"i{n}", *flags) for n in range(2)]
+        try:
+            for plant_id in range(3):
+                server = servers[plant_id % 2]
+                status, _, _ = server.request("POST", "/plants",
+                                              {"id": plant_id, "name": f"p{plant_id}"}, token)
+                assert status == 200
+            yield database_url, receiver
+        finally:
+            for server in servers:
+                server.stop()
+
+
+def webhooks(database_url, *args):
+    return run_cli("webhooks", *args, "--store", "postgresql", "--database-url", database_url)
+
+
+def listed(database_url, state, count, timeout=15):
+    """The 'webhooks list' rows once ``count`` of them are in ``state`` (owed, dead)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = webhooks(database_url, "list")
+        assert done.returncode == 0, done.stderr
+        rows = [line.split("\t") for line in done.stdout.splitlines()]
+        if sum(row[1] == state for row in rows) == count:
+            return rows
+        assert time.monotonic() < deadline, done.stdout
+        time.sleep(0.1)
+
+
+def test_dead_letters_are_listed_and_retried_once_with_two_instances_running(two_instances):
+    database_url, receiver = two_instances
+    rows = listed(database_url, "dead", 3)
+    assert len(rows) == 3
+    assert all(row[2] == "1 attempts" and row[3] == receiver.url for row in rows), rows
+    assert sorted(row[4] for row in rows) == ["plant 0", "plant 1", "plant 2"]
+    assert all("500" in row[5] for row in rows), rows
+    dead = {row[0] for row in rows}
+
+    # Two operators retry at once: each dead letter is moved by one of them.
+    command = [sys.executable, "-m", "plant_store", "webhooks", "retry", "--store",
+               "postgresql", "--database-url", database_url]
+    retries = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for _ in range(2)]
+    outcomes = [(p.wait(timeout=60), *p.communicate()) for p in retries]
+    assert [status for status, _, _ in outcomes] == [0, 0], outcomes
+    said = sorted(out + err for _, out, err in outcomes)
+    assert said[0].startswith("3 dead letters back in the outbox: an instance running on "
+                              "this database with webhook_secret sends them within 5 s"), said
+    assert said[1] == "no dead letters to retry\n", said
+
+    delivered = receiver.wait_for(3, timeout=IDLE + 10)
+    time.sleep(IDLE + 1)  # long enough for either instance to send one again, were it to
+    ids = [headers["webhook-id"] for headers, _ in receiver.delivered()]
+    assert sorted(ids) == sorted(dead), ids  # each retried delivery sent once
+    assert len(receiver.requests) == 6  # three refused, three delivered
+    assert sorted(json.loads(body)["id"] for _, body in delivered) == [0, 1, 2]
+    done = webhooks(database_url, "list")
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr == "no deliveries owed and no dead letters\n"
+
+
+def test_a_named_retry_is_whole_or_nothing(two_instances):
+    database_url, receiver = two_instances
+    first, *_ = (row[0] for row in listed(database_url, "dead", 3))
+    refused = webhooks(database_url, "retry", first, "msg_nosuchdelivery")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr == ("plant-store: error: msg_nosuchdelivery is not a dead letter, "
+                              "so nothing changed; see 'plant-store webhooks list'\n")
+    assert len(listed(database_url, "dead", 3)) == 3  # the named dead letter not moved either
+
+    retried = webhooks(database_url, "retry", first)
+    assert retried.returncode == 0, retried.stderr
+    assert retried.stdout.startswith("1 dead letter back in the outbox")
+    [(headers, _)] = receiver.wait_for(1, timeout=IDLE + 10)
+    assert headers["webhook-id"] == first
+    assert len(listed(database_url, "dead", 2)) == 2
+    again = webhooks(database_url, "retry", first)  # delivered now: no longer a dead letter
+    assert again.returncode == 2 and "is not a dead letter" in again.stderr
+
+
+def test_the_list_migrates_nothing(database_url):
+    """A command that only reads refuses a schema it would have to change."""
+    done = webhooks(database_url, "list")
+    assert done.returncode == 2 and done.stdout == ""
+    assert "lacks migrations" in done.stderr and "plant-store db migrate" in done.stderr
+    assert len(done.stderr.splitlines()) == 1

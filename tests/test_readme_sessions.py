@@ -4,6 +4,9 @@ order, how sessions are read and what is normalized)."""
 
 import os
 import re
+import shlex
+import signal
+import subprocess
 import sys
 
 import pytest
@@ -13,6 +16,17 @@ from serverproc import free_port
 
 DATABASE_URL = "postgresql://plants@localhost/plants"  # the pages' database
 BACKGROUND = re.compile(r"(?<!&)&(?!&)\s*(?:\w+=\$!)?\s*$")  # "cmd &", "cmd & PID=$!"
+# README.rst's install command: its last part leaves the server in the foreground of the
+# reader's first terminal, where the tutorial has them stop it with Ctrl-C.
+INSTALL = re.compile(r"python3 -m venv \.venv && \.venv/bin/pip install '\.\[docs-page\]' "
+                     r"&& (\.venv/bin/plant-store serve)")
+
+
+def failure_shown(expected):
+    """A command may exit non-zero only where the page shows what went wrong: a failure
+    that prints nothing (a command inside ``$(...)``, its error sent elsewhere) fails."""
+    return any(re.search(r"error|refused|denied|not found|no such", line, re.IGNORECASE)
+               for line in expected)
 
 
 def _port_of(command, ports):
@@ -65,9 +79,27 @@ def test_every_readme_session_runs_and_prints_what_the_readme_shows(tmp_path,
 
     blocks = sessions.page_blocks()
     assert sum(len(b.steps) for b in blocks) > 20, "the pages' sessions were not found"
+    install = [m for b in blocks if b.page == "README.rst" and (m := INSTALL.fullmatch(b.text))]
+    assert len(install) == 1, "README.rst's install command was not found"
     shell = sessions.Shell(str(clone), env)
+    first_terminal = None
     try:
         for block in blocks:
+            if block.page == "README.rst" and INSTALL.fullmatch(block.text):
+                # The install itself is the venv this suite runs in (tests/integration/
+                # test_wheel_install.py installs the wheel); the serve it ends with runs in
+                # the reader's first terminal, as the README's first request expects.
+                first_terminal = subprocess.Popen(
+                    shlex.split(install[0].group(1)), cwd=clone, env=env,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                    start_new_session=True)
+                sessions.wait_for_port(ports[8080])
+            if block.page == "docs/tutorial.rst" and first_terminal is not None:
+                # The tutorial's first instruction: Ctrl-C in that terminal.
+                os.killpg(first_terminal.pid, signal.SIGINT)
+                _, log = first_terminal.communicate(timeout=30)
+                assert first_terminal.returncode == 0, log
+                first_terminal = None
             if block.save_as:
                 (clone / block.save_as).write_text(localize(block.text) + "\n")
             elif block.text.startswith("CREATE ROLE") and readme_database is not None:
@@ -86,7 +118,13 @@ def test_every_readme_session_runs_and_prints_what_the_readme_shows(tmp_path,
                     f"{step.page} line {step.line}: $ {step.command}\n"
                     f"--- the page shows:\n" + "\n".join(step.expected) +
                     f"\n--- it printed (exit status {status}):\n{actual}")
+                assert status == 0 or failure_shown(step.expected), (
+                    f"{step.page} line {step.line}: $ {step.command}\nexit status {status}, "
+                    f"and the page shows no failure:\n{actual}")
     finally:
+        if first_terminal is not None:
+            os.killpg(first_terminal.pid, signal.SIGKILL)
+            first_terminal.communicate()
         shell.close()
 
 

@@ -296,7 +296,8 @@ SETTINGS: tuple[Setting, ...] = (
             "with Retry-After. A client is its bearer token (by label) when it sends a valid "
             "one, else its address (the real client's, behind trusted_proxy). /health and "
             "/ready are never limited. Kept in memory, per process. 0: off. Beside nginx's "
-            "limit_req: see docs/deploying.rst.", unit="PER_SECOND"),
+            "limit_req: see the documentation's page 'Deploy behind a reverse proxy'.",
+            unit="PER_SECOND"),
     Setting("rate_limit_burst", _int_in(0, 1_000_000), "20",
             "Requests a client may make at once beyond rate_limit after a pause, as nginx's "
             "limit_req burst= with nodelay: this many and one more at once, then rate_limit "

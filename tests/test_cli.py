@@ -138,12 +138,12 @@ def test_plants_list_and_get_show_ids_beside_a_running_server(tmp_path):
         missing = run_cli("plants", "get", "8", "--data-dir", str(data))
         bad = run_cli("plants", "get", "x", "--data-dir", str(data))
         first = run_cli("plants", "list", "--limit", "1", "--data-dir", str(data))
-    assert listed.stdout == "7\tFern\t\n-2\ttab\\x09here\tt\n"
+    assert listed.stdout == "7\tFern\n-2\ttab\\x09here\tt\n"
     assert json.loads(got.stdout) == {"id": -2, "name": "tab\there", "tag": "t"}
     assert (missing.returncode, missing.stdout) == (1, "")
     assert "no plant with id 8" in missing.stderr
     assert bad.returncode == 2 and "must be an integer" in bad.stderr
-    assert first.stdout == "7\tFern\t\n"
+    assert first.stdout == "7\tFern\n"
     memory = run_cli("plants", "list", "--store", "memory", "--data-dir", str(data))
     assert memory.returncode == 2 and "inside its server's process" in memory.stderr
 

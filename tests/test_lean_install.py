@@ -17,7 +17,7 @@ class _NoDriver:
 sys.meta_path.insert(0, _NoDriver())
 """
 SAYS = ("plant-store: error: store = postgresql needs the PostgreSQL driver, an extra: "
-        "pip install '.[postgresql]' in the clone (or the wheel with [postgresql])\n")
+        "pip install 'plant-store[postgresql]'\n")
 
 
 def run_without_driver(code, tmp_path):
@@ -63,6 +63,6 @@ print(app.get("/openapi.json").json["info"]["title"])
 """], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert done.stdout.splitlines() == [
-        "The interactive page is not installed here: pip install '.[docs-page]' (the clone, "
-        "or the wheel with [docs-page]). The document is at openapi.json.", "Plant Store"
+        "The interactive page is not installed here: pip install 'plant-store[docs-page]'. "
+        "The document is at openapi.json.", "Plant Store"
     ], done.stderr

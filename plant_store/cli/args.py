@@ -149,7 +149,7 @@ def parser() -> argparse.ArgumentParser:
 
     settings = _group(commands, "config", "the settings", "config_command")
     _command(settings, "example", "print every setting with its default and what it does, "
-                                  "as an INI file to edit (conf/plant-store.ini is this)", None)
+                                  "as an INI file to edit and pass to --config", None)
 
     _command(commands, "check", "read the JSON-file store and report its state; changes "
                                 "nothing, works beside a running server", ("data_dir",), ("store",))

@@ -106,6 +106,7 @@ def _serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> i
     except (OSError, UnicodeError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise cfg.blame("host", f"cannot listen on {cfg.host}:{cfg.port}: {reason}") from None
+    _check_port(cfg)
     store = open_store(cfg)
 
     def announce(url: str) -> None:
@@ -133,6 +134,28 @@ def _serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> i
     return 0
 
 
+def _check_port(cfg: config.Config) -> None:
+    """Refuse a port another process listens on before the store is opened, so that a
+    start that cannot listen makes no data directory nor lock file in it. Bound as waitress
+    binds (SO_REUSEADDR) and let go at once; only "in use" and "denied" are told here,
+    anything else is left to waitress (a race that loses here fails there, as before)."""
+    if cfg.port == 0:
+        return
+    found = socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM,
+                               flags=socket.AI_PASSIVE)
+    for family, kind, proto, _, address in found:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                raise cfg.blame("port", f"cannot listen on {cfg.host}:{cfg.port}: "
+                                        f"{exc.strerror}") from None
+
+
 def _check(cfg: config.Config) -> int:
     _need_journal(cfg, "check")
     state = jsonfile.inspect(cfg.data_dir)  # raises CorruptJournal, reported by main
@@ -158,9 +181,9 @@ def _plants(args: argparse.Namespace, cfg: config.Config) -> int:
             return 1
         sys.stdout.buffer.write(transfer.encode(plant))
         return 0
-    for plant in browse.walk(cfg, args.limit):
-        tag = "" if plant.tag is None else logs.escape(plant.tag)
-        print(f"{plant.id}\t{logs.escape(plant.name)}\t{tag}")
+    for plant in browse.walk(cfg, args.limit):  # no tag, no field: an empty one is a tag
+        tag = "" if plant.tag is None else f"\t{logs.escape(plant.tag)}"
+        print(f"{plant.id}\t{logs.escape(plant.name)}{tag}")
     return 0
 
 

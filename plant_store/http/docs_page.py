@@ -25,8 +25,8 @@ INSTALLED = _SPEC is not None and bool(_SPEC.submodule_search_locations)
 _SWAGGER_UI = pathlib.Path(
     _SPEC.submodule_search_locations[0] if INSTALLED else ".",  # type: ignore[union-attr, index]
     "static")
-NOT_INSTALLED = ("The interactive page is not installed here: pip install '.[docs-page]' (the "
-                 "clone, or the wheel with [docs-page]). The document is at openapi.json.")
+NOT_INSTALLED = ("The interactive page is not installed here: pip install "
+                 "'plant-store[docs-page]'. The document is at openapi.json.")
 
 JS = "text/javascript; charset=utf-8"
 CSS = "text/css; charset=utf-8"

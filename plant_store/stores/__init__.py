@@ -53,8 +53,7 @@ def needs_driver() -> Iterator[None]:
         if (exc.name or "").split(".")[0] not in ("psycopg", "psycopg_pool"):
             raise
         raise StoreError("store = postgresql needs the PostgreSQL driver, an extra: "
-                         "pip install '.[postgresql]' in the clone (or the wheel with "
-                         "[postgresql])") from None
+                         "pip install 'plant-store[postgresql]'") from None
 
 
 def open_store(config: Config, *, lock_timeout: float | None = None,

@@ -135,25 +135,28 @@ def _serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> i
 
 
 def _check_port(cfg: config.Config) -> None:
-    """Refuse a port another process listens on before the store is opened, so that a
-    start that cannot listen makes no data directory nor lock file in it. Bound as waitress
-    binds (SO_REUSEADDR) and let go at once; only "in use" and "denied" are told here,
-    anything else is left to waitress (a race that loses here fails there, as before)."""
-    if cfg.port == 0:
-        return
-    found = socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM,
-                               flags=socket.AI_PASSIVE)
-    for family, kind, proto, _, address in found:
-        try:
-            with socket.socket(family, kind, proto) as sock:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if family == socket.AF_INET6:
-                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                sock.bind(address)
-        except OSError as exc:
-            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
-                raise cfg.blame("port", f"cannot listen on {cfg.host}:{cfg.port}: "
-                                        f"{exc.strerror}") from None
+    """Refuse a port another process listens on (port, probe_port) before the store is
+    opened, so that a start that cannot listen makes no data directory nor lock file in it.
+    Bound as waitress binds (SO_REUSEADDR) and let go at once; only "in use" and "denied"
+    are told here, anything else is left to the real listen (a race that loses here fails
+    there, as before)."""
+    for name in ("port", "probe_port"):
+        port = getattr(cfg, name)
+        if not port:
+            continue
+        found = socket.getaddrinfo(cfg.host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in found:
+            try:
+                with socket.socket(family, kind, proto) as sock:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    if family == socket.AF_INET6:
+                        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                    sock.bind(address)
+            except OSError as exc:
+                if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                    raise cfg.blame(name, f"cannot listen on {cfg.host}:{port}: "
+                                          f"{exc.strerror}") from None
 
 
 def _check(cfg: config.Config) -> int:

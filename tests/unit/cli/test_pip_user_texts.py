@@ -177,3 +177,18 @@ def test_a_serve_that_cannot_listen_leaves_nothing_in_a_folder_it_never_used(tmp
     assert err == (f"plant-store: error: setting port='{port}' (from flag --port): cannot "
                    f"listen on 127.0.0.1:{port}: Address already in use\n")
     assert not data.exists()
+
+
+def test_a_serve_whose_probe_port_is_taken_leaves_nothing_either(tmp_path):
+    import socket
+
+    data = tmp_path / "never-used"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        status, _, err = run("serve", "--data-dir", str(data), "--port", "0",
+                             "--probe-port", str(port))
+    assert status == 2, err
+    assert err == (f"plant-store: error: setting probe_port='{port}' (from flag --probe-port): "
+                   f"cannot listen on 127.0.0.1:{port}: Address already in use\n")
+    assert not data.exists()

@@ -115,3 +115,26 @@ def test_the_list_migrates_nothing(database_url):
     assert done.returncode == 2 and done.stdout == ""
     assert "lacks migrations" in done.stderr and "plant-store db migrate" in done.stderr
     assert len(done.stderr.splitlines()) == 1
+
+
+def test_retry_dead_is_whole_or_nothing_on_every_store(store):
+    """Store.retry_dead, which the command calls: the JSON-file store's server and the
+    PostgreSQL store's command alike move dead letters back whole, or refuse and move none."""
+    from plant_store.stores import Plant
+
+    url = "http://127.0.0.1:9/hook"
+    for plant_id in (1, 2, 3):
+        store.create(Plant(plant_id, f"p{plant_id}"), [url])
+    first, second, third = (d.id for d in store.deliveries())
+    for delivery_id in (first, second):
+        store.settle(delivery_id, "dead", "refused")
+    assert [d.id for d in store.outbox()] == [third, first, second]  # owed, then dead
+    with pytest.raises(KeyError) as refused:
+        store.retry_dead([first, third])  # the third is owed, not dead
+    assert refused.value.args == (third,)
+    assert [d.id for d in store.deliveries(dead=True)] == [first, second]
+    assert store.retry_dead([second]) == [second]
+    assert store.retry_dead() == [first]
+    assert store.retry_dead() == []
+    assert store.outbox_counts() == (3, 0)
+    assert all(d.attempts == 0 and d.error is None for d in store.outbox())

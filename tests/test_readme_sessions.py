@@ -21,6 +21,8 @@ BACKGROUND = re.compile(r"(?<!&)&(?!&)\s*(?:\w+=\$!)?\s*$")  # "cmd &", "cmd & P
 INSTALL = re.compile(r"python3 -m venv \.venv && \.venv/bin/pip install '\.\[docs-page\]' "
                      r"&& (\.venv/bin/plant-store serve)")
 
+MASKED = re.compile(r"\b(?:export|local|declare|readonly)\s+\w+=[\"']?\$\(")
+
 
 def failure_shown(expected):
     """A command may exit non-zero only where the page shows what went wrong: a failure
@@ -107,6 +109,9 @@ def test_every_readme_session_runs_and_prints_what_the_readme_shows(tmp_path,
                     for statement in filter(str.strip, block.text.split(";")):
                         conn.execute(statement)
             for step in block.steps:
+                # "export X=$(cmd)" exits 0 whatever cmd did: a failure there would pass
+                assert not MASKED.search(step.command), (  # unnoticed, by reader and test
+                    f"{step.page} line {step.line}: {step.command}: assign, then export")
                 command = localize(step.command)
                 output, status = shell.run(command)
                 if BACKGROUND.search(command) and (port := _port_of(command, ports)):

@@ -15,22 +15,23 @@ from receiver import SECRET, Receiver
 from serverproc import Server, run_cli
 
 IDLE = 5  # plant_store.webhooks.worker.IDLE: the longest a worker waits between looks
+DEAD = 10  # dead letters made, by creates spread over both instances
 
 
 @pytest.fixture
 def two_instances(tmp_path, database_url):
     """Two instances on one database, both sending to a subscriber that refuses the first
-    three requests; one attempt each, so three plants make three dead letters."""
+    DEAD requests; one attempt each, so DEAD plants make DEAD dead letters."""
     token_file = tmp_path / "tokens.json"
     token = TokenFile(str(token_file)).add("instances")
-    with Receiver(answers=(500, 500, 500)) as receiver:
+    with Receiver(answers=[500] * DEAD) as receiver:
         flags = ("--store", "postgresql", "--database-url", database_url,
                  "--token-file", str(token_file), "--webhook-urls", receiver.url,
                  "--webhook-secret", SECRET, "--webhook-max-attempts", "1",
                  "--webhook-timeout", "2", "--webhook-backoff", "0.05")
         servers = [Server(tmp_path / f"i{n}", *flags) for n in range(2)]
         try:
-            for plant_id in range(3):
+            for plant_id in range(DEAD):
                 server = servers[plant_id % 2]
                 status, _, _ = server.request("POST", "/plants",
                                               {"id": plant_id, "name": f"p{plant_id}"}, token)
@@ -60,10 +61,10 @@ def listed(database_url, state, count, timeout=15):
 
 def test_dead_letters_are_listed_and_retried_once_with_two_instances_running(two_instances):
     database_url, receiver = two_instances
-    rows = listed(database_url, "dead", 3)
-    assert len(rows) == 3
+    rows = listed(database_url, "dead", DEAD)
+    assert len(rows) == DEAD
     assert all(row[2] == "1 attempts" and row[3] == receiver.url for row in rows), rows
-    assert sorted(row[4] for row in rows) == ["plant 0", "plant 1", "plant 2"]
+    assert sorted(row[4] for row in rows) == sorted(f"plant {n}" for n in range(DEAD))
     assert all("500" in row[5] for row in rows), rows
     dead = {row[0] for row in rows}
 
@@ -75,16 +76,16 @@ def test_dead_letters_are_listed_and_retried_once_with_two_instances_running(two
     outcomes = [(p.wait(timeout=60), *p.communicate()) for p in retries]
     assert [status for status, _, _ in outcomes] == [0, 0], outcomes
     said = sorted(out + err for _, out, err in outcomes)
-    assert said[0].startswith("3 dead letters back in the outbox: an instance running on "
+    assert said[0].startswith(f"{DEAD} dead letters back in the outbox: an instance running on "
                               "this database with webhook_secret sends them within 5 s"), said
     assert said[1] == "no dead letters to retry\n", said
 
-    delivered = receiver.wait_for(3, timeout=IDLE + 10)
+    delivered = receiver.wait_for(DEAD, timeout=IDLE + 10)
     time.sleep(IDLE + 1)  # long enough for either instance to send one again, were it to
     ids = [headers["webhook-id"] for headers, _ in receiver.delivered()]
     assert sorted(ids) == sorted(dead), ids  # each retried delivery sent once
-    assert len(receiver.requests) == 6  # three refused, three delivered
-    assert sorted(json.loads(body)["id"] for _, body in delivered) == [0, 1, 2]
+    assert len(receiver.requests) == 2 * DEAD  # each refused once, then delivered once
+    assert sorted(json.loads(body)["id"] for _, body in delivered) == list(range(DEAD))
     done = webhooks(database_url, "list")
     assert (done.returncode, done.stdout) == (0, "")
     assert done.stderr == "no deliveries owed and no dead letters\n"
@@ -92,19 +93,19 @@ def test_dead_letters_are_listed_and_retried_once_with_two_instances_running(two
 
 def test_a_named_retry_is_whole_or_nothing(two_instances):
     database_url, receiver = two_instances
-    first, *_ = (row[0] for row in listed(database_url, "dead", 3))
+    first, *_ = (row[0] for row in listed(database_url, "dead", DEAD))
     refused = webhooks(database_url, "retry", first, "msg_nosuchdelivery")
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr == ("plant-store: error: msg_nosuchdelivery is not a dead letter, "
                               "so nothing changed; see 'plant-store webhooks list'\n")
-    assert len(listed(database_url, "dead", 3)) == 3  # the named dead letter not moved either
+    assert len(listed(database_url, "dead", DEAD)) == DEAD  # the named dead letter not moved either
 
     retried = webhooks(database_url, "retry", first)
     assert retried.returncode == 0, retried.stderr
     assert retried.stdout.startswith("1 dead letter back in the outbox")
     [(headers, _)] = receiver.wait_for(1, timeout=IDLE + 10)
     assert headers["webhook-id"] == first
-    assert len(listed(database_url, "dead", 2)) == 2
+    assert len(listed(database_url, "dead", DEAD - 1)) == DEAD - 1
     again = webhooks(database_url, "retry", first)  # delivered now: no longer a dead letter
     assert again.returncode == 2 and "is not a dead letter" in again.stderr
 

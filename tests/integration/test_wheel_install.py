@@ -29,7 +29,8 @@ PIP_TIMEOUT = 300
 DRIVER = ("plant-store: error: store = postgresql needs the PostgreSQL driver, an extra: "
           "pip install 'plant-store[postgresql]'\n")
 SKIP_IN_COPY = shutil.ignore_patterns(".git", ".venv*", "build", "dist", "_build", "_generated",
-                                      "*.egg-info", "__pycache__", ".*_cache", "tests", "bench")
+                                      "*.egg-info", "__pycache__", ".*_cache", "tests", "bench",
+                                      "test-artifacts")
 
 
 def run(command, cwd, env, timeout=60):

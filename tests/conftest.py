@@ -1,5 +1,6 @@
 import errno
 import importlib.resources
+import importlib.util
 import io
 import itertools
 import json
@@ -32,7 +33,20 @@ def token(tokens):
     return tokens.add("tests")
 
 
-@pytest.fixture(params=["memory", "jsonfile", "postgresql"])
+def pytest_generate_tests(metafunc):
+    """A test of ``store`` runs on each store: in tests/unit the two in process, elsewhere
+    PostgreSQL too; a module's ``STORE_KINDS`` says otherwise."""
+    named = {name for mark in metafunc.definition.iter_markers("parametrize")
+             for name in ([mark.args[0]] if isinstance(mark.args[0], str) else mark.args[0])}
+    if "store" in metafunc.fixturenames and not {"store", "store,"} & named:
+        inside = UNIT in metafunc.definition.path.parents
+        kinds = ("memory", "jsonfile") if inside else ("memory", "jsonfile", "postgresql")
+        kinds = getattr(metafunc.module, "STORE_KINDS", kinds)  # () for a store of its own
+        if kinds:
+            metafunc.parametrize("store", kinds, indirect=True)
+
+
+@pytest.fixture
 def store(request, tmp_path):
     """Each store in turn: the contract holds whatever keeps the data."""
     if request.param == "memory":
@@ -224,3 +238,13 @@ def _unit_tests_start_nothing(request, monkeypatch):
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
     monkeypatch.setattr(os, "fork", refuse)
     monkeypatch.setattr(socket.socket, "listen", refuse)
+
+
+def store_contract():
+    """The store contract's tests (tests/unit/stores/test_stores.py), for a module that runs
+    them on another store: ``globals().update(store_contract())`` and a ``store`` there."""
+    path = UNIT / "stores" / "test_stores.py"
+    spec = importlib.util.spec_from_file_location("store_contract", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {name: value for name, value in vars(module).items() if name.startswith("test_")}

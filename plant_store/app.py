@@ -117,7 +117,7 @@ def _refuse_defaults(config: Config, store: Store | None, tokens: Tokens | None,
                           "'...']) or TokenFile(path)) or name a token_file or data_dir")
     if config.webhook_urls and webhooks is None:
         raise ConfigError("create_app: webhook_urls is set but no worker delivers: pass "
-                          "webhooks=plant_store.webhooks.worker.start(config, store) (and stop it "
+                          "webhooks=plant_store.webhooks.start(config, store) (and stop it "
                           "when done), or the deliveries would wait in the outbox unsent")
 
 

@@ -9,6 +9,8 @@ import signal
 import threading
 import time
 
+import pytest
+
 from plant_store.stores import JsonFileStore, Plant
 from serverproc import Server
 
@@ -49,6 +51,7 @@ def expected_presence(told):
     return {plant_id for plant_id, n in balance.items() if n == 1}
 
 
+@pytest.mark.slow
 def test_store_churn_with_compaction_never_hangs_and_keeps_what_it_told(tmp_path):
     for round_ in range(4):
         data_dir = tmp_path / f"round{round_}"
@@ -70,6 +73,7 @@ def test_store_churn_with_compaction_never_hangs_and_keeps_what_it_told(tmp_path
             assert reopened.page(0, 1000)[0] == [Plant(i, f"p{i}") for i in live]
 
 
+@pytest.mark.slow
 def test_http_churn_with_compaction_health_sigterm_and_restart(tmp_path):
     data_dir = tmp_path / "data"
     server = Server(data_dir)

@@ -117,6 +117,7 @@ def test_each_command_offers_only_the_settings_it_reads():
     assert "--port" not in _help("plants", "list") and "--store" in _help("plants", "list")
 
 
+@pytest.mark.slow
 def test_help_has_no_restructuredtext_markup_and_every_command_a_description():
     texts = [_help(), *(_help(*c) for c in (
         ("serve",), ("check",), ("compact",), ("export",), ("import",), ("plants", "list"),
@@ -168,6 +169,7 @@ def test_a_bad_webhook_secret_is_one_line_that_does_not_show_it(tmp_path):
     assert "plant-store webhooks secret" in line and secret not in result.stdout + line
 
 
+@pytest.mark.slow
 def test_operator_mistakes_found_by_the_hostile_pass_are_one_line_each(tmp_path):
     data = tmp_path / "data"
     with Server(data) as server:
@@ -194,6 +196,7 @@ def test_operator_mistakes_found_by_the_hostile_pass_are_one_line_each(tmp_path)
     assert "Traceback" not in huge.stderr
 
 
+@pytest.mark.slow
 def test_a_reader_that_stops_early_ends_plants_list_quietly(tmp_path):
     data = tmp_path / "data"
     with JsonFileStore(str(data)) as store:

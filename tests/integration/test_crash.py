@@ -10,6 +10,8 @@ import threading
 import time
 from collections import Counter
 
+import pytest
+
 from plant_store.stores import JsonFileStore, Plant
 from serverproc import Server
 
@@ -68,6 +70,7 @@ def client(server, token, ids, log, stop):
         conn.close()
 
 
+@pytest.mark.slow
 def test_kill_9_under_load_loses_no_acknowledged_plant(tmp_path):
     start = time.monotonic()
     rng = random.Random(1234)

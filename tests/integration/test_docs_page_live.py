@@ -3,6 +3,8 @@
 import pathlib
 import shutil
 
+import pytest
+
 from serverproc import Server, exchange
 
 FILL = """
@@ -22,6 +24,7 @@ def test_paths_that_climb_out_of_docs_are_404_on_the_real_server(tmp_path):
             assert (answer.status, answer.body["error"]) == (404, 404), path
 
 
+@pytest.mark.slow
 def test_a_plant_created_through_the_page_is_stored(tmp_path, browser, capsys):
     """Authorize, POST /plants, Try it out, a body of our own, Execute: a real browser."""
     from selenium.webdriver.common.by import By

@@ -62,6 +62,7 @@ def _parse(path: pathlib.Path) -> _Page:
     return page
 
 
+@pytest.mark.slow
 def test_the_site_has_the_tutorial_how_tos_reference_and_explanations(site):
     built = {p.stem for p in site.glob("*.html")}
     assert PAGES | {"index"} <= built, sorted(PAGES - built)

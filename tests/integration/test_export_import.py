@@ -162,6 +162,7 @@ def round_trip(tmp_path, destination: Destination, count: int) -> float:
     return took
 
 
+@pytest.mark.slow
 def test_round_trip_keeps_every_byte_and_the_order(tmp_path, destination):
     took = round_trip(tmp_path, destination, PLANTS)
     print(f"round trip of {PLANTS} plants: {took:.1f} s")
@@ -182,6 +183,7 @@ def test_export_needs_an_existing_store(tmp_path):
     assert not (tmp_path / "typo").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_an_interrupted_import_is_resumed_by_running_it_again(tmp_path, destination, sig):
     count = 6000

@@ -36,6 +36,7 @@ def timed_probe(port, path):
     return status, time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_recycling_under_max_requests_boots_a_worker_per_five_requests(tmp_path):
     """The issue's reproducer: 194 workers booted and 194 tracebacks for 45 requests on
     gunicorn 24+, with the worker class that subclassed gunicorn 23's internals."""
@@ -52,6 +53,7 @@ def test_recycling_under_max_requests_boots_a_worker_per_five_requests(tmp_path)
     assert 6 <= booted <= 7, (booted, output)  # one at start, one per 5 requests
 
 
+@pytest.mark.slow
 def test_no_connection_is_dropped_while_workers_recycle(tmp_path, database_url):
     """Keep-alive clients through many recycles (two workers, PostgreSQL so both serve):
     a fresh connection never fails, and probes stay fast on the probe port."""
@@ -107,6 +109,7 @@ def test_no_connection_is_dropped_while_workers_recycle(tmp_path, database_url):
     assert max(took) < 1.0, took
 
 
+@pytest.mark.slow
 def test_probes_answer_while_every_request_thread_waits_on_a_table_lock(tmp_path, database_url):
     """-w 2 --threads 2 on PostgreSQL, 8 creates stuck behind a table lock: /health and
     /ready answer within a second each on the probe port."""
@@ -135,6 +138,7 @@ def test_probes_answer_while_every_request_thread_waits_on_a_table_lock(tmp_path
     assert answers["/ready"][0] in (200, 503), answers
 
 
+@pytest.mark.slow
 def test_probes_answer_while_their_port_is_flooded_and_odd_requests_get_the_error_shape(
         tmp_path):
     """Hostile pass: 32 idle connections, or slow senders, shut the probe port (each one a
@@ -224,6 +228,7 @@ def test_the_probe_port_listens_where_gunicorn_binds_and_never_on_its_port(tmp_p
     assert "Address already in use" not in refused.stderr
 
 
+@pytest.mark.slow
 def test_a_recycling_worker_is_not_held_by_a_client_that_never_sends(tmp_path):
     """A connection that never sends a request holds a recycling worker no longer than
     graceful_timeout: else no worker would take new requests."""
@@ -236,6 +241,7 @@ def test_a_recycling_worker_is_not_held_by_a_client_that_never_sends(tmp_path):
         assert time.monotonic() - started < 2 + 10  # graceful_timeout, a new worker's start
 
 
+@pytest.mark.slow
 def test_the_hooks_open_no_control_socket(tmp_path):
     """gunicorn 25.1+ opens one under $HOME by default; the systemd unit's ProtectHome
     makes that an ERROR at every start. A HOME that cannot be written shows it."""
@@ -251,7 +257,7 @@ def test_the_hooks_open_no_control_socket(tmp_path):
 
 def test_a_gunicorn_older_than_the_hooks_support_is_refused_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # else the import names one
-    from plant_store.serving import gunicorn_hooks
+    from plant_store import gunicorn_hooks
 
     monkeypatch.setattr(gunicorn_package, "version_info", (23, 0, 0))
     monkeypatch.setattr(gunicorn_package, "__version__", "23.0.0")
@@ -259,6 +265,7 @@ def test_a_gunicorn_older_than_the_hooks_support_is_refused_in_one_line(tmp_path
         gunicorn_hooks.on_starting(None)
 
 
+@pytest.mark.slow
 def test_a_worker_added_later_on_a_store_that_serves_one_is_refused(tmp_path):
     """Hostile pass: kill -TTIN added a second worker on the JSON-file store, which
     answered 503 to most creates while /ready flapped."""

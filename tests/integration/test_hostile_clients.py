@@ -72,6 +72,7 @@ def test_a_failing_io_loop_is_said_and_ends_the_server_with_status_1(tmp_path):
     assert "plant-store: error: the server's I/O loop failed" in log
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_token", [False, True])
 def test_clients_that_pipeline_and_never_read_pin_no_thread(tmp_path, with_token):
     """16 connections (as many as threads) pipelining GETs of big answers and reading
@@ -112,6 +113,7 @@ def _closed(sock, timeout=2):
     return True
 
 
+@pytest.mark.slow
 def test_a_client_that_never_reads_a_big_answer_is_closed(tmp_path):
     """Hostile pass on these fixes: a 4 MB page asked for and never read stayed open for
     good (the close was only marked, and waitress acts on the mark once the socket is
@@ -139,6 +141,7 @@ def timed(port, path, host="127.0.0.1"):
     return status, time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_idle_and_slow_connections_cannot_hoard_the_limit(tmp_path):
     """~98 idle, slow-header or slow-body connections at connection_limit 100 took creates
     and probes down, and a sender of one byte every 10 s stayed connected for good."""
@@ -243,6 +246,7 @@ def test_no_body_is_invited_before_the_token_is_checked(tmp_path):
         assert not first_bytes("wrong-token").startswith(b"HTTP/1.1 100")
 
 
+@pytest.mark.slow
 def test_a_client_over_its_rate_limit_is_not_read_until_its_retry_after(tmp_path):
     """A client that ignores 429 and sends again at once costs a request per Retry-After,
     not a request per answer: its connection is not read until then, and one that

@@ -44,7 +44,7 @@ def scrape(directory):
 def test_a_merge_scrapes_put_off_is_done_at_a_later_end_never_under_a_live_pid(
         tmp_path, monkeypatch):
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # before the import
-    from plant_store.serving import gunicorn_hooks
+    from plant_store import gunicorn_hooks
 
     workers = {}  # gunicorn's live workers, by PID
     server = types.SimpleNamespace(WORKERS=workers, log=logging.getLogger("test"))

@@ -118,6 +118,7 @@ def test_webhook_attempts_by_outcome_and_the_outbox_gauges(tmp_path):
     assert value(got, "plant_store_webhook_deliveries_dead") == 1
 
 
+@pytest.mark.slow
 def test_gunicorn_workers_on_postgresql_add_up_in_one_scrape(tmp_path, database_url):
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
@@ -163,6 +164,7 @@ def test_gunicorn_workers_on_postgresql_add_up_in_one_scrape(tmp_path, database_
         gunicorn.stderr.close()
 
 
+@pytest.mark.slow
 def test_recycled_gunicorn_workers_leave_a_bounded_directory_and_their_counts(
         tmp_path, database_url):
     """``--max-requests`` ends a worker every 20 requests: its files are merged into the

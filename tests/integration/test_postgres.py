@@ -131,6 +131,7 @@ def test_a_held_lane_is_skipped_by_other_instances_until_its_lease_ends(database
             one.settle(first.id, "delivered")
 
 
+@pytest.mark.slow
 def test_a_statement_waiting_on_a_lock_is_cancelled_at_the_timeout(database_url):
     with PostgresStore(database_url, statement_timeout=0.5, timeout=2) as store:
         store.create(Plant(1, "locked"))
@@ -145,6 +146,7 @@ def test_a_statement_waiting_on_a_lock_is_cancelled_at_the_timeout(database_url)
         assert store.delete(1)
 
 
+@pytest.mark.slow
 def test_the_database_going_away_is_a_503_and_its_return_needs_no_restart(postgres,
                                                                            database_url):
     with PostgresStore(database_url, timeout=1) as store:
@@ -192,6 +194,7 @@ def test_instances_starting_together_apply_each_migration_once(database_url):
         store.close()
 
 
+@pytest.mark.slow
 def test_db_check_and_migrate_commands(database_url):
     check = run_cli("db", "check", "--database-url", database_url)
     every = ("0001_initial.sql, 0002_failover.sql, 0003_lanes.sql, 0004_batches.sql, "

@@ -201,6 +201,7 @@ def test_a_batch_that_fails_as_a_whole_writes_nothing_and_says_so_to_each(pg, da
     assert [plant_id for plant_id, _ in plants] == [1000] and owed == {1000: 1}
 
 
+@pytest.mark.slow
 def test_a_batch_past_its_deadline_is_unknown_to_each_and_all_or_nothing(database_url):
     """Held at a lock past the deadline: the batch is cancelled, and each member is told
     its outcome is unknown (a write was sent) or not done (never sent); afterwards each
@@ -328,6 +329,7 @@ def own_postgres():
     yield from a_postgres_server()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["stop", "kill"])
 def test_every_answer_stays_true_when_the_database_restarts_under_batched_load(
         own_postgres, how):
@@ -398,6 +400,7 @@ def clients(store, count, plants, seconds):
     return outcomes
 
 
+@pytest.mark.slow
 def test_one_locked_id_does_not_hold_back_its_neighbours(database_url):
     """Found by the hostile pass: a transaction left open on id 5 (an operator's, a tool's)
     and a client creating id 5 over and over put every batch with 5 in it to wait, and
@@ -435,6 +438,7 @@ def test_a_refused_create_is_not_the_answer_of_a_later_create_of_its_id(pg, data
     assert outcomes[2] == (Plant(6, "six"), True)
 
 
+@pytest.mark.slow
 def test_slow_commits_do_not_fail_creates_that_would_succeed_alone(database_url):
     """Found by the hostile pass: every write taking 0.6 s against a 1 s deadline, a create
     waited for the batch ahead and then ran with too little time left (503s where each

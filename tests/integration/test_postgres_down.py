@@ -44,6 +44,7 @@ def own_postgres():
     yield from a_postgres_server()
 
 
+@pytest.mark.slow
 def test_a_database_gone_under_a_running_server_is_one_throttled_line(tmp_path, own_postgres):
     url = own_postgres.create_database("plants")
     with Server(tmp_path / "data", "--store", "postgresql", "--database-url", url,

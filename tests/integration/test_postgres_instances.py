@@ -102,6 +102,7 @@ def test_three_instances_behind_nginx_one_winner_per_id_and_none_lost(tmp_path, 
             server.stop()
 
 
+@pytest.mark.slow
 def test_kill_9_of_one_instance_under_load_loses_no_acknowledged_create(tmp_path, shared):
     _, _, token = shared
     servers = [instance(tmp_path, shared, f"i{n}") for n in range(2)]
@@ -207,6 +208,7 @@ def delivery_ids(receiver):
     return [headers["webhook-id"] for headers, _ in receiver.delivered()]
 
 
+@pytest.mark.slow
 def test_three_instances_send_each_delivery_once(tmp_path, shared):
     _, _, token = shared
     with Receiver() as receiver:
@@ -229,6 +231,7 @@ def test_three_instances_send_each_delivery_once(tmp_path, shared):
                 server.stop()
 
 
+@pytest.mark.slow
 def test_a_delivery_whose_instance_dies_mid_send_is_taken_over(tmp_path, shared):
     _, _, token = shared
     with Stalling() as stalling:

@@ -91,6 +91,7 @@ def test_a_commit_the_standby_never_confirms_is_503_unknown_within_the_deadline(
         assert store.create(Plant(1, "Monstera")) == (Plant(1, "Monstera"), False)
 
 
+@pytest.mark.slow
 def test_a_cancelled_wait_for_the_standby_is_never_acknowledged(lonely, url):
     with PostgresStore(url, timeout=3) as store:
         standby(lonely, "nobody")
@@ -106,6 +107,7 @@ def test_a_cancelled_wait_for_the_standby_is_never_acknowledged(lonely, url):
         assert isinstance(outcome, StoreUnavailable) and outcome.unknown, outcome
 
 
+@pytest.mark.slow
 def test_a_session_ended_after_its_commit_is_unknown_not_not_created(lonely, url):
     with PostgresStore(url, timeout=2) as store:
         standby(lonely, "nobody")
@@ -134,6 +136,7 @@ def test_a_delete_the_standby_never_confirms_is_unknown_and_its_retry_says_gone(
         assert store.get(4) is None and not store.delete(4)
 
 
+@pytest.mark.slow
 def test_ready_says_not_ready_within_a_second_while_commits_wait(lonely, url):
     with PostgresStore(url, timeout=5) as store:
         store.check()
@@ -156,6 +159,7 @@ def test_ready_says_not_ready_within_a_second_while_commits_wait(lonely, url):
                 time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_ready_answers_at_once_while_every_connection_waits(lonely, url):
     with PostgresStore(url, pool_size=2, timeout=3) as store:
         standby(lonely, "nobody")
@@ -169,6 +173,7 @@ def test_ready_answers_at_once_while_every_connection_waits(lonely, url):
             thread.join(10)
 
 
+@pytest.mark.slow
 def test_sigterm_returns_within_the_deadline_while_a_commit_waits(lonely, url, tmp_path):
     token_file = tmp_path / "tokens.json"
     token = TokenFile(str(token_file)).add("t")
@@ -314,6 +319,7 @@ def test_a_new_timeline_moves_the_clock_past_positions_it_may_have_lost(database
         assert after >= before + 2**32
 
 
+@pytest.mark.slow
 def test_pg_dump_and_pg_restore_into_a_fresh_cluster_keep_creation_order(lonely, tmp_path):
     """The standard backup and major upgrade: the old cluster had used more transaction ids
     than the fresh one has, so positions taken from the new server's counter alone would
@@ -347,6 +353,7 @@ def test_pg_dump_and_pg_restore_into_a_fresh_cluster_keep_creation_order(lonely,
         lonely.drop_database("dumped")
 
 
+@pytest.mark.slow
 def test_a_create_committed_then_a_rebase_that_times_out_is_unknown(lonely, url):
     """What kill -9 of a primary and a promotion do (seen in test_failover.py and
     test_patroni.py): a create commits and its session ends before it hears so (unsettled);
@@ -381,6 +388,7 @@ def test_a_create_committed_then_a_rebase_that_times_out_is_unknown(lonely, url)
         assert outcome.unknown, f"'not created' for a committed create: {outcome}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("operation", ["create", "delete"])
 def test_a_write_cancelled_behind_an_unconfirmed_one_on_its_row_is_not_known_undone(
         lonely, url, operation):
@@ -409,6 +417,7 @@ def test_a_write_cancelled_behind_an_unconfirmed_one_on_its_row_is_not_known_und
             assert store.get(1) is None
 
 
+@pytest.mark.slow
 def test_ready_is_busy_only_once_a_request_has_waited_for_a_connection(url):
     """A moment's wait for a pooled connection under load is not a reason to take the
     instance out (the hostile pass saw 4 of 50 probes fail on a healthy loaded server);

@@ -179,6 +179,7 @@ def _refusals(server):
     return "".join(server.output).count("answers 503 until it can open the store")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preload", [["--preload"], []], ids=["preload", "no-preload"])
 def test_gunicorn_workers_never_share_the_store(tmp_path, preload):
     with gunicorn(tmp_path, *preload, "-w", "4", env={"PLANT_STORE_LOCK_TIMEOUT": "1"}) as server:
@@ -203,6 +204,7 @@ def test_gunicorn_refuses_several_workers_on_a_store_that_serves_one(tmp_path, s
     assert "Booting worker" not in result.stderr and not os.listdir(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [
     ["--master", "--processes", "4"],
     ["--processes", "4"],
@@ -219,6 +221,7 @@ def test_uwsgi_workers_never_share_the_store(tmp_path, mode):
                     "postgresql\n"]
 
 
+@pytest.mark.slow
 def test_uwsgi_from_wheels_reloads_its_workers_as_documented(tmp_path):
     """pyuwsgi cannot re-execute itself (a HUP stops it): docs/processes.rst reloads the
     workers by touching a file instead; the store is handed over and nothing is lost."""
@@ -253,6 +256,7 @@ def _listed(server):
     return body
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preload", [[], ["--preload"]], ids=["no-preload", "preload"])
 def test_gunicorn_reload_with_a_request_in_flight(tmp_path, preload):
     with gunicorn(tmp_path, *preload, "-w", "1") as server:

@@ -9,6 +9,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from serverproc import Server
 from test_prefork import WsgiServer
 
@@ -44,6 +46,7 @@ def probes_while_stuck(request, token, prefix=""):
     return answers
 
 
+@pytest.mark.slow
 def test_under_serve(tmp_path):
     with Server(tmp_path, "--threads", "2", "--url-prefix", "/api",
                 prelude=STUCK_STORE) as server:
@@ -52,6 +55,7 @@ def test_under_serve(tmp_path):
     assert max(took for _, took in answers) < 1.0, answers
 
 
+@pytest.mark.slow
 def test_under_uwsgi_on_probe_port(tmp_path):
     """uWSGI's threads accept connections themselves, so none takes a probe on the
     service's port while all wait; probe_port gives each worker a listener of its own."""

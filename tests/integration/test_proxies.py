@@ -195,6 +195,7 @@ def test_the_clients_own_address_reaches_the_access_log(stack, forged):
     assert stack.service.access_line("trace-42") == ["127.0.0.2", "POST", "/api/plants", "200"]
 
 
+@pytest.mark.slow
 def test_the_proxys_own_answers_are_json(stack):
     assert_json_error(stack.proxy.request("GET", "/elsewhere"), {404})
     assert_json_error(stack.proxy.request("GET", "/api"), {404})

@@ -6,6 +6,8 @@ the single-flight scrapes of /metrics."""
 import threading
 import time
 
+import pytest
+
 from serverproc import Server, run_cli
 
 # The bucket table.
@@ -16,6 +18,7 @@ from serverproc import Server, run_cli
 ALICE, BOB = "alice-token", "bob-token"
 
 
+@pytest.mark.slow
 def test_a_flood_from_one_token_and_one_address_leaves_another_clients_creates(tmp_path):
     """A real server: one token lists with limit=1000 as fast as it can, one address
     fetches the document as fast as it can; both get 429s with Retry-After, while another

@@ -122,6 +122,7 @@ def creates_in_flight(server, token, ids):
     return threads, answers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sockets", [1, 2])
 def test_a_stop_sends_each_answer_in_flight_as_soon_as_it_is_ready(tmp_path, sockets):
     """The hostile pass of issue 26: with answers buffered for waitress's I/O thread, a stop
@@ -151,6 +152,7 @@ def test_a_stop_sends_each_answer_in_flight_as_soon_as_it_is_ready(tmp_path, soc
     assert "".join(server.stderr).splitlines()[-1].endswith("plant-store stopped")
 
 
+@pytest.mark.slow
 def test_a_client_that_takes_no_answer_holds_back_no_other_at_a_stop(tmp_path):
     """A page of about 9 MB that its client never reads stays in the server's buffer; the
     other answers in flight still go out at once, and the stop ends after the grace
@@ -183,6 +185,7 @@ def test_a_client_that_takes_no_answer_holds_back_no_other_at_a_stop(tmp_path):
     assert 4.5 < stopped < 8, stopped
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_signal_finishes_the_request_in_flight_then_exits_0(tmp_path, sig):
     """SIGHUP too: waitress reopens no logs, and a closed terminal or a supervisor's HUP
@@ -260,6 +263,7 @@ def test_list_and_delete_over_http_across_a_restart(tmp_path):
             {"name": "p4"}, {"name": "again"}]
 
 
+@pytest.mark.slow
 def test_connection_limit_and_channel_timeout_are_applied(tmp_path):
     # Waitress counts its listening socket and wake-up pipe too: 8 clients fill a limit of 10.
     with Server(tmp_path, "--connection-limit", "10", "--channel-timeout", "1") as server:

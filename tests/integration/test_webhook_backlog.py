@@ -45,6 +45,7 @@ def owe(store, url, count, request):
             """, {"count": count, "url": url})
 
 
+@pytest.mark.slow
 def test_a_backlog_to_a_hung_subscriber_does_not_hold_up_a_healthy_one(store, request):
     with Stalling() as hung, Receiver() as healthy:
         owe(store, hung.url, BACKLOG, request)
@@ -122,6 +123,7 @@ def instances(tmp_path, database_url):
         server.stop()
 
 
+@pytest.mark.slow
 def test_three_instances_send_one_url_one_at_a_time_in_order(instances):
     with Receiver(delay=0.05) as slow:
         servers, token = instances(slow.url)
@@ -135,6 +137,7 @@ def test_three_instances_send_one_url_one_at_a_time_in_order(instances):
     assert [json.loads(body)["id"] for _, body, _ in slow.requests] == list(range(30))
 
 
+@pytest.mark.slow
 def test_attempts_across_instances_stop_at_webhook_max_attempts(instances, database_url):
     with Receiver(then=500) as failing:
         servers, token = instances(failing.url, max_attempts=3)

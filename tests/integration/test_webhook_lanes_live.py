@@ -6,6 +6,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from plant_store.config import Config
 from plant_store.stores import MemoryStore, Plant
 from plant_store.webhooks import worker as webhooks
@@ -40,6 +42,7 @@ def test_a_dripping_subscriber_holds_a_delivery_no_longer_than_the_timeout():
     assert dripper.arrivals == 1  # the back-off (60 s) holds the retry
 
 
+@pytest.mark.slow
 def test_a_silent_subscriber_does_not_delay_a_healthy_one():
     store = MemoryStore()
     with Stalling() as silent, Receiver() as healthy:

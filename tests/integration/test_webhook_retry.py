@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from receiver import serve_flags
 from serverproc import Server, free_port, run_cli
 
@@ -20,6 +22,7 @@ def wait_listed(data, text, timeout=10):
     return listed.stdout
 
 
+@pytest.mark.slow
 def test_retry_is_refused_by_a_running_server_that_sends_no_webhooks(tmp_path):
     data, refused = tmp_path / "data", f"http://127.0.0.1:{free_port()}/"
     with Server(data, *serve_flags(refused, attempts=1)) as server:
@@ -74,6 +77,7 @@ def dead_letters(data, count):
     return [line.split("\t")[0] for line in listed.splitlines()]
 
 
+@pytest.mark.slow
 def test_concurrent_retries_are_each_taken(tmp_path):
     data = tmp_path / "data"
     first, second = dead_letters(data, 2)
@@ -101,6 +105,7 @@ def test_a_retry_beside_a_server_that_sends_nothing_never_claims_success(tmp_pat
     assert wait_listed(data, "\tdead\t").count("\tdead\t") == 2
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_waiting_withdraws_the_request_in_one_line(tmp_path):
     data = tmp_path / "data"
     dead_letters(data, 1)
@@ -115,6 +120,7 @@ def test_ctrl_c_while_waiting_withdraws_the_request_in_one_line(tmp_path):
     assert not [p.name for p in data.iterdir() if p.name.startswith("webhooks-retry")]
 
 
+@pytest.mark.slow
 def test_unreadable_requests_are_logged_and_removed_and_later_ones_still_work(tmp_path):
     data = tmp_path / "data"
     (dead,) = dead_letters(data, 1)

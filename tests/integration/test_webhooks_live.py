@@ -49,6 +49,7 @@ def test_retries_until_the_receiver_accepts_then_settles(tmp_path):
         assert store.deliveries() == [] and store.deliveries(dead=True) == []
 
 
+@pytest.mark.slow
 def test_each_attempt_is_signed_and_an_altered_or_old_delivery_is_refused(tmp_path):
     """A real server's delivery, failed once then retried, checked as a receiver would: the
     retry keeps the delivery's webhook-id with its own timestamp and signature."""
@@ -87,6 +88,7 @@ def test_each_attempt_is_signed_and_an_altered_or_old_delivery_is_refused(tmp_pa
     assert verified(webhooks.signed(signer, delivery_id, body, int(time.time())), body)
 
 
+@pytest.mark.slow
 def test_dead_letters_are_listed_and_retried_by_the_command(tmp_path):
     data = tmp_path / "data"
     with Receiver(then=500) as receiver:
@@ -119,6 +121,7 @@ def test_dead_letters_are_listed_and_retried_by_the_command(tmp_path):
     assert run_cli("webhooks", "list", "--data-dir", str(data)).stdout == ""
 
 
+@pytest.mark.slow
 def test_retry_of_dead_letters_reaches_a_running_server(tmp_path):
     data = tmp_path / "data"
     with (Receiver(answers=[500, 500]) as receiver,
@@ -157,6 +160,7 @@ def test_deliveries_survive_kill_9_and_never_slow_the_create(tmp_path):
     assert all(verified(headers, body) for headers, body in got)
 
 
+@pytest.mark.slow
 def test_the_worker_stops_cleanly_with_a_delivery_in_flight(tmp_path):
     data = tmp_path / "data"
     with Receiver(delay=1.0) as receiver:

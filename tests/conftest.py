@@ -229,7 +229,6 @@ def pytest_runtest_protocol(item, nextitem):
     if UNIT not in item.path.parents and not os.environ.get("PLANT_STORE_UNIT_GUARD"):
         yield
         return
-    needs = REAL_THINGS & set(getattr(item, "fixturenames", ()))
     patched = [(subprocess.Popen, "__init__"), (os, "fork"), (socket.socket, "listen")]
     saved = [getattr(owner, name) for owner, name in patched]
 
@@ -240,14 +239,18 @@ def pytest_runtest_protocol(item, nextitem):
     for owner, name in patched:
         setattr(owner, name, refuse)
     try:
-        if needs:
-            item.add_marker(pytest.mark.xfail(
-                reason=f"tests/unit starts nothing; this test asks for {sorted(needs)}",
-                run=False, strict=True))
         yield
     finally:
         for (owner, name), value in zip(patched, saved, strict=True):
             setattr(owner, name, value)
+
+
+def pytest_runtest_setup(item):
+    """Before any fixture: a test in tests/unit that asks for a database or a browser."""
+    needs = REAL_THINGS & set(getattr(item, "fixturenames", ()))
+    if needs and (UNIT in item.path.parents or os.environ.get("PLANT_STORE_UNIT_GUARD")):
+        pytest.fail(f"tests/unit starts nothing; this test asks for {sorted(needs)}: it "
+                    "belongs in tests/integration")
 
 
 def store_contract():

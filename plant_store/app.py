@@ -40,7 +40,7 @@ CORS_EXPOSED = ("Link", "X-Request-ID", "WWW-Authenticate", "Retry-After")
 def create_app(
     config: Config, *, store: Store | None = None, tokens: Tokens | None = None,
     log_stream: TextIO | None = None, webhooks: WebhookWorker | None = None,
-    counted: metrics.Metrics | None = None,
+    counted: metrics.NoMetrics | None = None,
 ) -> falcon.App[falcon.Request, falcon.Response]:
     """Build the service: a WSGI app, for any server or host application.
 
@@ -62,14 +62,15 @@ def create_app(
         unnamed = config.store == "memory" and "data_dir" not in config.given
         store = MemoryStore() if unnamed else open_store(config)
     tokens = tokens if tokens is not None else TokenFile(config.token_file)
-    counted = counted or metrics.for_config(config, store)
+    if counted is None:
+        counted = metrics.for_config(config, store)
     public = PUBLIC_PATHS | ({"/metrics"} if config.metrics == "public" else set())
     access_log = AccessLog(log_stream, config.log_level, quiet_paths=QUIET_PATHS,
                            quiet_prefixes=PUBLIC_PREFIXES, log_format=config.log_format,
-                           on_response=counted.request if counted else None)
+                           on_response=counted.request)
     auth = BearerAuth(tokens, public, PUBLIC_PREFIXES,
                       preflight=bool(config.cors_allow_origins),
-                      on_refused=counted.refused if counted else _ignore)
+                      on_refused=counted.refused)
     middleware: list[Any] = [access_log, auth]  # falcon's middleware protocols
     if config.rate_limit:  # after the token check, which names the client's token
         middleware.append(RateLimit(Buckets(config.rate_limit, config.rate_limit_burst)))
@@ -86,20 +87,19 @@ def create_app(
         app = falcon.App(middleware=middleware, router=router)
     app.set_error_serializer(errors.serialize)
     app.add_error_handler(Exception, errors.unexpected)
-    unavailable = counted.unavailable if counted else _ignore
     app.add_route("/plants", PlantsResource(
         store, config.max_body_size, config.page_size, config.max_page_size,
         webhooks=config.webhook_urls, on_created=webhooks.wake if webhooks else None,
-        on_unavailable=unavailable))
-    app.add_route("/plants/{plant_id}", PlantResource(store, unavailable))
+        on_unavailable=counted.unavailable))
+    app.add_route("/plants/{plant_id}", PlantResource(store, counted.unavailable))
     app.add_route("/", IndexResource())
     app.add_route("/health", HealthResource())
     app.add_route("/ready", ReadyResource(store))
     app.add_route("/openapi.json", OpenApiResource())
     app.add_route("/docs", DocsPageResource())
     app.add_route("/docs/{name}", DocsAssetResource())
-    if counted:
-        counted.router = router
+    counted.router = router
+    if isinstance(counted, metrics.Metrics):
         app.add_route("/metrics", metrics.MetricsResource(counted))
     return app
 
@@ -117,7 +117,7 @@ def _refuse_defaults(config: Config, store: Store | None, tokens: Tokens | None,
                           "'...']) or TokenFile(path)) or name a token_file or data_dir")
     if config.webhook_urls and webhooks is None:
         raise ConfigError("create_app: webhook_urls is set but no worker delivers: pass "
-                          "webhooks=plant_store.webhooks.worker.start(config, store) (and stop it "
+                          "webhooks=plant_store.webhooks.start(config, store) (and stop it "
                           "when done), or the deliveries would wait in the outbox unsent")
 
 
@@ -145,7 +145,3 @@ class _CORS(falcon.CORSMiddleware[Any, Any]):
         super().process_response(req, resp, resource, req_succeeded)
         if self.allow_origins != "*":
             resp.append_header("Vary", "Origin")
-
-
-def _ignore(*args: object) -> None:
-    """What is told to the metrics when there are none."""

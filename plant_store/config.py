@@ -1,7 +1,9 @@
 """Every setting, declared once.
 
-The INI file, the ``PLANT_STORE_<NAME>`` environment variables, the command-line flags and
-``conf/plant-store.ini`` all come from :data:`SETTINGS`, so a new setting is one entry here.
+Each setting is one attribute of :class:`Config`: its type, parser, default and help in one
+line (:func:`setting`). The INI file, the ``PLANT_STORE_<NAME>`` environment variables, the
+command-line flags and ``conf/plant-store.ini`` all come from :data:`SETTINGS`, read off
+that class, so a new setting is one attribute.
 Precedence, lowest first: defaults, INI file, environment, flags.
 """
 
@@ -12,8 +14,7 @@ import os
 import re
 import textwrap
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import SplitResult, urlsplit
 
 from plant_store.http import forwarded
@@ -70,27 +71,34 @@ def _urls(text: str) -> tuple[str, ...]:
     return urls
 
 
-def _one_of(*choices: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
+class _OneOf:
+    """One of a few words (shown by --help)."""
+
+    def __init__(self, *choices: str) -> None:
+        self.choices = choices
+
+    def __call__(self, text: str) -> str:
         value = text.strip().lower()
-        if value not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}")
+        if value not in self.choices:
+            raise ValueError(f"must be one of {', '.join(self.choices)}")
         return value
 
-    parse.choices = choices  # type: ignore[attr-defined]  # shown by --help
-    return parse
+
+class _Flag:
+    """true or false, and the words that say so."""
+
+    choices = ("true", "false")
+
+    def __call__(self, text: str) -> bool:
+        value = text.strip().lower()
+        if value in ("1", "true", "yes", "on"):
+            return True
+        if value in ("0", "false", "no", "off"):
+            return False
+        raise ValueError("must be true or false")
 
 
-def _flag(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ValueError("must be true or false")
-
-
-_flag.choices = ("true", "false")  # type: ignore[attr-defined]
+_flag = _Flag()
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")  # the order ranks them
@@ -163,13 +171,22 @@ def _proxies(text: str) -> str:
     return " ".join(text.replace(",", " ").split())
 
 
-@dataclass(frozen=True)
+T = TypeVar("T")
+
+
 class Setting:
-    name: str
-    parse: Callable[[str], Any]
-    default: str
-    help: str
-    unit: str = ""  # what a value is, for --help: SECONDS, FILE...; empty: the name
+    """One setting: how its text is parsed (its type), its default text, its help. Declared
+    once, as an attribute of :class:`Config` (see :func:`setting`), which names it."""
+
+    name = ""  # the Config attribute it is declared as
+
+    def __init__(self, parse: Callable[[str], Any], default: str, help: str,
+                 unit: str = "") -> None:
+        self.parse, self.default, self.help = parse, default, help
+        self.unit = unit  # what a value is, for --help: SECONDS, FILE...; empty: the name
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
 
     @property
     def env(self) -> str:
@@ -185,186 +202,154 @@ class Setting:
         return "{" + ",".join(choices) + "}" if choices else self.unit or self.name.upper()
 
 
-SETTINGS: tuple[Setting, ...] = (
-    Setting("host", str, "127.0.0.1", "Address waitress listens on."),
-    Setting("port", _int_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one."),
-    Setting("probe_port", _int_in(0, 65535), "0",
-            "Also answer /health and /ready on this port (on host; under gunicorn, on the "
-            "host of its first -b), from threads of their own, whatever the service's "
-            "port and threads are doing (all connections taken, every thread waiting); "
-            "under uWSGI, and gunicorn with plant_store.gunicorn_hooks, in every worker; "
-            "0: off.",
-            unit="PORT"),
-    Setting("threads", _int_in(1, 256), "16",
-            "Waitress worker threads; more of them share each fsync (group commit).", unit="N"),
-    Setting("connection_limit", _int_in(10, 1000), "100",
-            "Most connections waitress holds open, counting its own listening socket and "
-            "wake-up pipe. At the limit, every connection that has sent nothing for a "
-            "second and waits for no answer is closed, to let new clients in.",
-            unit="N"),
-    Setting("channel_timeout", _int_in(1, 86400), "120",
-            "Seconds a connection may go without sending or receiving a byte, outside a "
-            "request the app is handling, before waitress closes it (checked every 30 s, or "
-            "this often if shorter). A client that sends a byte now and then is never closed. "
-            "Behind nginx keep it above nginx's upstream keepalive_timeout (60 s).",
-            unit="SECONDS"),
-    Setting("request_timeout", _int_in(1, 3600), "30",
-            "Seconds a client gets to send a request whole (its headers and body, from its "
-            "first byte), and that an answer may wait without the client reading any of "
-            "it; then its connection is closed (checked every second), so slow or stalled "
-            "clients hold no connection or thread for long.",
-            unit="SECONDS"),
-    Setting("store", _one_of("memory", "jsonfile", "postgresql"), "jsonfile",
-            "Where plants live: 'memory' (lost on exit), 'jsonfile' (durable, one process) "
-            "or 'postgresql' (durable, any number of processes and instances)."),
-    Setting("database_url", str, "",
-            "The PostgreSQL database of store = postgresql: a libpq URL or key=value DSN. "
-            "Keep the password out of it: libpq reads PGPASSWORD or a password file "
-            "(PGPASSFILE, ~/.pgpass). Never printed or logged.", unit="URL"),
-    Setting("database_pool_size", _int_in(1, 1000), "10",
-            "Connections each process keeps to PostgreSQL at most; a request waits for one. "
-            "Concurrent creates share one (they are written together, as one statement).",
-            unit="N"),
-    Setting("database_timeout", _float_in(0.1, 300), "5",
-            "Seconds a request may spend on PostgreSQL in all (waiting for a connection, "
-            "running, retrying on another connection); past it the work is cancelled from "
-            "the client side and the answer is 503, whatever the server does.",
-            unit="SECONDS"),
-    Setting("statement_timeout", _float_in(0.1, 3600), "5",
-            "Seconds PostgreSQL lets a statement run before it cancels it itself (frees the "
-            "server from work no one waits for); checked on every new connection.",
-            unit="SECONDS"),
-    Setting("database_prepared_statements", _flag, "true",
-            "Let psycopg prepare statements on the server. 'false' behind pgbouncer in "
-            "transaction mode (before 1.21, or without max_prepared_statements), where a "
-            "prepared statement's name may point at another session's statement. Off, the "
-            "store requires statement_timeout to be the role's or database's own (at most "
-            "this statement_timeout), as a session's SET holds on one server connection.",
-            unit="BOOL"),
-    Setting("data_dir", _path, "plant-store-data",
-            "Directory of the JSON-file store (plants.jsonl) and the default token file; a "
-            "relative one is taken from the directory the command starts in.",
-            unit="DIR"),
-    Setting("token_file", _path, "",
-            "File of token hashes; empty means <data_dir>/tokens.json.", unit="FILE"),
-    Setting("lock_timeout", _float_in(0, 3600), "10",
-            "Seconds a starting server waits for the process that owns data_dir to let go "
-            "(a reload's old worker finishing its requests) before it refuses; 0: at once.",
-            unit="SECONDS"),
-    Setting("max_body_size", _int_in(1, 1 << 30), "65536",
-            "Largest request body in bytes; larger bodies get 413 unread.", unit="BYTES"),
-    Setting("page_size", _int_in(1, 2**31 - 1), "100",
-            "Plants in a GET /plants page when the request gives no limit.", unit="N"),
-    Setting("max_page_size", _int_in(1, 2**31 - 1), "1000",
-            "Largest page; a larger limit is capped to it, not refused.", unit="N"),
-    Setting("compact_dead_share", _float_in(0, 0.99), "0.5",
-            "Compact the JSON-file store in the background once this share of its records "
-            "is dead (deleted plants, settled webhook deliveries); 0 turns it off. "
-            "'plant-store compact' does it by hand.", unit="SHARE"),
-    Setting("fsync", _flag, "true",
-            "Flush each write to disk before answering. 'false' is UNSAFE: a power loss or "
-            "OS crash can lose acknowledged plants. For benchmarks only."),
-    Setting("log_level", _one_of(*LOG_LEVELS), "info",
-            "Lowest level logged to stderr; 'info' includes one access line per request."),
-    Setting("log_format", _one_of("text", "json"), "text",
-            "'text' lines, or 'json': one JSON object per line, for log shippers."),
-    Setting("trusted_proxy", _proxies, "",
-            "IP addresses or networks of the reverse proxies whose forwarded headers are "
-            "believed, space-separated (e.g. 127.0.0.1, or 10.0.0.0/8; '*' for any peer, as "
-            "behind a Unix socket). Empty: forwarded headers are ignored and removed. Applied "
-            "by the app itself, under any WSGI server.", unit="ADDRESSES"),
-    Setting("trusted_proxy_count", _int_in(1, 10), "1",
-            "Trusted proxies in a row in front of the service: of each forwarded header's "
-            "comma-separated hops, the one this many from the right is believed (what a "
-            "client sent sits to its left).", unit="N"),
-    Setting("trusted_proxy_headers", _header_list, "x-forwarded-for x-forwarded-proto "
-            "x-forwarded-host",
-            "Forwarded headers taken from the trusted proxy, space-separated, from: "
-            + " ".join(PROXY_HEADERS) + ". List only those the proxy sets itself, "
-            "overwriting what a client sent.", unit="HEADERS"),
-    Setting("url_prefix", _prefix, "",
-            "Path the proxy serves the API under (e.g. /api), stripped from request paths "
-            "and put back in the URLs the service emits. Empty: served at the root. Applied "
-            "by the app itself, under any WSGI server.", unit="PATH"),
-    Setting("metrics", _one_of("off", "public", "token"), "token",
-            "Who may read GET /metrics (Prometheus text): 'token' (a bearer token, as for "
-            "the plants: request rates and store health are not for anyone who asks), "
-            "'public' (no token: a scraper on a private network), or 'off' (no path, and "
-            "nothing counted)."),
-    Setting("rate_limit", _float_in(0, 1_000_000), "0",
-            "Requests a second each client may make, sustained; past it the answer is 429 "
-            "with Retry-After. A client is its bearer token (by label) when it sends a valid "
-            "one, else its address (the real client's, behind trusted_proxy). /health and "
-            "/ready are never limited. Kept in memory, per process. 0: off. Beside nginx's "
-            "limit_req: see the documentation's page 'Deploy behind a reverse proxy'.",
-            unit="PER_SECOND"),
-    Setting("rate_limit_burst", _int_in(0, 1_000_000), "20",
-            "Requests a client may make at once beyond rate_limit after a pause, as nginx's "
-            "limit_req burst= with nodelay: this many and one more at once, then rate_limit "
-            "a second.", unit="N"),
-    Setting("cors_allow_origins", _origins, "",
-            "Origins (scheme://host[:port], space-separated, or *) whose browser pages may "
-            "call the API (CORS); preflights are answered without a token. Empty: no CORS "
-            "headers at all.", unit="ORIGINS"),
-    Setting("webhook_urls", _urls, "",
-            "Subscriber URLs, space-separated, each sent every new plant's NewPlant JSON. "
-            "Empty: no webhook.", unit="URLS"),
-    Setting("webhook_secret", _webhook_secret, "",
-            "Key of the deliveries' webhook-signature (Standard Webhooks HMAC-SHA256), shared "
-            "with the subscribers: whsec_ and base64; 'plant-store webhooks secret' makes one. "
-            "Required with webhook_urls. Never printed or logged.", unit="SECRET"),
-    Setting("webhook_max_attempts", _int_in(1, 1000), "10",
-            "Attempts per delivery before it is kept as a dead letter.", unit="N"),
-    Setting("webhook_backoff", _float_in(0.001, 3600), "1",
-            "Seconds before the first retry; each later one waits twice as long (at most "
-            "an hour), with random jitter.", unit="SECONDS"),
-    Setting("webhook_timeout", _float_in(0.1, 300), "10",
-            "Seconds a whole delivery may take: connect, send and the full answer.",
-            unit="SECONDS"),
-)
-BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
+def setting(parse: Callable[[str], T], default: str, help: str, unit: str = "") -> T:
+    """Declare a setting as a :class:`Config` attribute: ``port: int = setting(...)``. Typed
+    as what ``parse`` returns, so mypy checks the attribute's annotation against the parser
+    (the value each Config holds); the class itself keeps the :class:`Setting`."""
+    return cast(T, Setting(parse, default, help, unit))
+
+
 SECRETS = frozenset({"database_url", "webhook_secret"})  # never shown, not even in a repr
 
 
 class Config:
     """Typed values of every setting; construct with overrides, e.g. ``Config(store="memory")``."""
 
-    host: str
-    port: int
-    threads: int
-    connection_limit: int
-    channel_timeout: int
-    request_timeout: int
-    store: str
-    data_dir: str
-    token_file: str
-    lock_timeout: float
-    database_url: str
-    database_pool_size: int
-    database_timeout: float
-    statement_timeout: float
-    database_prepared_statements: bool
-    max_body_size: int
-    page_size: int
-    max_page_size: int
-    compact_dead_share: float
-    fsync: bool
-    log_level: str
-    log_format: str
-    trusted_proxy: str
-    trusted_proxy_count: int
-    trusted_proxy_headers: str
-    url_prefix: str
-    probe_port: int
-    metrics: str
-    rate_limit: float
-    rate_limit_burst: int
-    cors_allow_origins: tuple[str, ...]
-    webhook_urls: tuple[str, ...]
-    webhook_secret: str
-    webhook_max_attempts: int
-    webhook_backoff: float
-    webhook_timeout: float
+    host: str = setting(str, "127.0.0.1", "Address waitress listens on.")
+    port: int = setting(_int_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one.")
+    probe_port: int = setting(_int_in(0, 65535), "0",
+        "Also answer /health and /ready on this port (on host; under gunicorn, on the "
+        "host of its first -b), from threads of their own, whatever the service's "
+        "port and threads are doing (all connections taken, every thread waiting); "
+        "under uWSGI, and gunicorn with plant_store.gunicorn_hooks, in every worker; "
+        "0: off.",
+        unit="PORT")
+    threads: int = setting(_int_in(1, 256), "16",
+        "Waitress worker threads; more of them share each fsync (group commit).", unit="N")
+    connection_limit: int = setting(_int_in(10, 1000), "100",
+        "Most connections waitress holds open, counting its own listening socket and "
+        "wake-up pipe. At the limit, every connection that has sent nothing for a "
+        "second and waits for no answer is closed, to let new clients in.",
+        unit="N")
+    channel_timeout: int = setting(_int_in(1, 86400), "120",
+        "Seconds a connection may go without sending or receiving a byte, outside a "
+        "request the app is handling, before waitress closes it (checked every 30 s, or "
+        "this often if shorter). A client that sends a byte now and then is never closed. "
+        "Behind nginx keep it above nginx's upstream keepalive_timeout (60 s).",
+        unit="SECONDS")
+    request_timeout: int = setting(_int_in(1, 3600), "30",
+        "Seconds a client gets to send a request whole (its headers and body, from its "
+        "first byte), and that an answer may wait without the client reading any of "
+        "it; then its connection is closed (checked every second), so slow or stalled "
+        "clients hold no connection or thread for long.",
+        unit="SECONDS")
+    store: str = setting(_OneOf("memory", "jsonfile", "postgresql"), "jsonfile",
+        "Where plants live: 'memory' (lost on exit), 'jsonfile' (durable, one process) "
+        "or 'postgresql' (durable, any number of processes and instances).")
+    database_url: str = setting(str, "",
+        "The PostgreSQL database of store = postgresql: a libpq URL or key=value DSN. "
+        "Keep the password out of it: libpq reads PGPASSWORD or a password file "
+        "(PGPASSFILE, ~/.pgpass). Never printed or logged.", unit="URL")
+    database_pool_size: int = setting(_int_in(1, 1000), "10",
+        "Connections each process keeps to PostgreSQL at most; a request waits for one. "
+        "Concurrent creates share one (they are written together, as one statement).",
+        unit="N")
+    database_timeout: float = setting(_float_in(0.1, 300), "5",
+        "Seconds a request may spend on PostgreSQL in all (waiting for a connection, "
+        "running, retrying on another connection); past it the work is cancelled from "
+        "the client side and the answer is 503, whatever the server does.",
+        unit="SECONDS")
+    statement_timeout: float = setting(_float_in(0.1, 3600), "5",
+        "Seconds PostgreSQL lets a statement run before it cancels it itself (frees the "
+        "server from work no one waits for); checked on every new connection.",
+        unit="SECONDS")
+    database_prepared_statements: bool = setting(_flag, "true",
+        "Let psycopg prepare statements on the server. 'false' behind pgbouncer in "
+        "transaction mode (before 1.21, or without max_prepared_statements), where a "
+        "prepared statement's name may point at another session's statement. Off, the "
+        "store requires statement_timeout to be the role's or database's own (at most "
+        "this statement_timeout), as a session's SET holds on one server connection.",
+        unit="BOOL")
+    data_dir: str = setting(_path, "plant-store-data",
+        "Directory of the JSON-file store (plants.jsonl) and the default token file; a "
+        "relative one is taken from the directory the command starts in.",
+        unit="DIR")
+    token_file: str = setting(_path, "",
+        "File of token hashes; empty means <data_dir>/tokens.json.", unit="FILE")
+    lock_timeout: float = setting(_float_in(0, 3600), "10",
+        "Seconds a starting server waits for the process that owns data_dir to let go "
+        "(a reload's old worker finishing its requests) before it refuses; 0: at once.",
+        unit="SECONDS")
+    max_body_size: int = setting(_int_in(1, 1 << 30), "65536",
+        "Largest request body in bytes; larger bodies get 413 unread.", unit="BYTES")
+    page_size: int = setting(_int_in(1, 2**31 - 1), "100",
+        "Plants in a GET /plants page when the request gives no limit.", unit="N")
+    max_page_size: int = setting(_int_in(1, 2**31 - 1), "1000",
+        "Largest page; a larger limit is capped to it, not refused.", unit="N")
+    compact_dead_share: float = setting(_float_in(0, 0.99), "0.5",
+        "Compact the JSON-file store in the background once this share of its records "
+        "is dead (deleted plants, settled webhook deliveries); 0 turns it off. "
+        "'plant-store compact' does it by hand.", unit="SHARE")
+    fsync: bool = setting(_flag, "true",
+        "Flush each write to disk before answering. 'false' is UNSAFE: a power loss or "
+        "OS crash can lose acknowledged plants. For benchmarks only.")
+    log_level: str = setting(_OneOf(*LOG_LEVELS), "info",
+        "Lowest level logged to stderr; 'info' includes one access line per request.")
+    log_format: str = setting(_OneOf("text", "json"), "text",
+        "'text' lines, or 'json': one JSON object per line, for log shippers.")
+    trusted_proxy: str = setting(_proxies, "",
+        "IP addresses or networks of the reverse proxies whose forwarded headers are "
+        "believed, space-separated (e.g. 127.0.0.1, or 10.0.0.0/8; '*' for any peer, as "
+        "behind a Unix socket). Empty: forwarded headers are ignored and removed. Applied "
+        "by the app itself, under any WSGI server.", unit="ADDRESSES")
+    trusted_proxy_count: int = setting(_int_in(1, 10), "1",
+        "Trusted proxies in a row in front of the service: of each forwarded header's "
+        "comma-separated hops, the one this many from the right is believed (what a "
+        "client sent sits to its left).", unit="N")
+    trusted_proxy_headers: str = setting(_header_list, "x-forwarded-for x-forwarded-proto "
+        "x-forwarded-host",
+        "Forwarded headers taken from the trusted proxy, space-separated, from: "
+        + " ".join(PROXY_HEADERS) + ". List only those the proxy sets itself, "
+        "overwriting what a client sent.", unit="HEADERS")
+    url_prefix: str = setting(_prefix, "",
+        "Path the proxy serves the API under (e.g. /api), stripped from request paths "
+        "and put back in the URLs the service emits. Empty: served at the root. Applied "
+        "by the app itself, under any WSGI server.", unit="PATH")
+    metrics: str = setting(_OneOf("off", "public", "token"), "token",
+        "Who may read GET /metrics (Prometheus text): 'token' (a bearer token, as for "
+        "the plants: request rates and store health are not for anyone who asks), "
+        "'public' (no token: a scraper on a private network), or 'off' (no path, and "
+        "nothing counted).")
+    rate_limit: float = setting(_float_in(0, 1_000_000), "0",
+        "Requests a second each client may make, sustained; past it the answer is 429 "
+        "with Retry-After. A client is its bearer token (by label) when it sends a valid "
+        "one, else its address (the real client's, behind trusted_proxy). /health and "
+        "/ready are never limited. Kept in memory, per process. 0: off. Beside nginx's "
+        "limit_req: see the documentation's page 'Deploy behind a reverse proxy'.",
+        unit="PER_SECOND")
+    rate_limit_burst: int = setting(_int_in(0, 1_000_000), "20",
+        "Requests a client may make at once beyond rate_limit after a pause, as nginx's "
+        "limit_req burst= with nodelay: this many and one more at once, then rate_limit "
+        "a second.", unit="N")
+    cors_allow_origins: tuple[str, ...] = setting(_origins, "",
+        "Origins (scheme://host[:port], space-separated, or *) whose browser pages may "
+        "call the API (CORS); preflights are answered without a token. Empty: no CORS "
+        "headers at all.", unit="ORIGINS")
+    webhook_urls: tuple[str, ...] = setting(_urls, "",
+        "Subscriber URLs, space-separated, each sent every new plant's NewPlant JSON. "
+        "Empty: no webhook.", unit="URLS")
+    webhook_secret: str = setting(_webhook_secret, "",
+        "Key of the deliveries' webhook-signature (Standard Webhooks HMAC-SHA256), shared "
+        "with the subscribers: whsec_ and base64; 'plant-store webhooks secret' makes one. "
+        "Required with webhook_urls. Never printed or logged.", unit="SECRET")
+    webhook_max_attempts: int = setting(_int_in(1, 1000), "10",
+        "Attempts per delivery before it is kept as a dead letter.", unit="N")
+    webhook_backoff: float = setting(_float_in(0.001, 3600), "1",
+        "Seconds before the first retry; each later one waits twice as long (at most "
+        "an hour), with random jitter.", unit="SECONDS")
+    webhook_timeout: float = setting(_float_in(0.1, 300), "10",
+        "Seconds a whole delivery may take: connect, send and the full answer.",
+        unit="SECONDS")
 
     origins: Mapping[str, str] = {}  # setting -> where its value came from; set by load()
     given: frozenset[str]  # the settings given a value, not left at their defaults
@@ -405,6 +390,13 @@ class Config:
         pairs = ", ".join(f"{s.name}={'...' if s.name in SECRETS else repr(getattr(self, s.name))}"
                           for s in SETTINGS)
         return f"Config({pairs})"
+
+
+
+# Every setting, in declaration order (the INI example's, --help's).
+SETTINGS: tuple[Setting, ...] = tuple(
+    value for value in vars(Config).values() if isinstance(value, Setting))
+BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
 
 
 EXAMPLE_HEADER = f"""\

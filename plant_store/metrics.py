@@ -58,15 +58,37 @@ COMPACTION = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
 
 
 def for_config(config: Config, store: Store, multiprocess_dir: str | None = None
-               ) -> "Metrics | None":
-    """The metrics of an app serving ``store``; None when the setting turns them off."""
-    return None if config.metrics == "off" else Metrics(store, multiprocess_dir)
+               ) -> "NoMetrics":
+    """The metrics of an app serving ``store``; ones that count nothing when the setting
+    turns them off."""
+    return NoMetrics() if config.metrics == "off" else Metrics(store, multiprocess_dir)
 
 
-class Metrics(StoreObserver):
+class NoMetrics(StoreObserver):
+    """What the service tells its metrics, each call doing nothing (``metrics = off``):
+    every part tells them unconditionally."""
+
     # The app's router (create_app sets it), to name the route of a request refused
     # before routing: a 401's.
     router: falcon.routing.CompiledRouter | None = None
+
+    def request(self, req: falcon.Request, resp: falcon.Response, seconds: float) -> None:
+        """One request answered by the app."""
+
+    def refused_by_server(self, method: str, path: str, status: int) -> None:
+        """One request the server answered itself."""
+
+    def refused(self, reason: str) -> None:
+        """One request refused 401, for ``reason`` (one of REFUSALS)."""
+
+    def unavailable(self, operation: str, exc: StoreUnavailable) -> None:
+        """One request answered 503 because the store refused."""
+
+    def attempted(self, outcome: str) -> None:
+        """One webhook delivery attempt and its outcome (one of OUTCOMES)."""
+
+
+class Metrics(NoMetrics):
 
     def __init__(self, store: Store, multiprocess_dir: str | None = None) -> None:
         self._store = store

@@ -1,4 +1,4 @@
-"""Every reach into prometheus_client's private names (tests/test_library_pins.py pins each
+"""Every reach into prometheus_client's private names (tests/unit/test_library_pins.py pins each
 behaviour relied on).
 
 The metrics archive (:mod:`plant_store.serving.metrics_archive`) writes a file that the client's

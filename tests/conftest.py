@@ -1,5 +1,6 @@
 import errno
 import importlib.resources
+import importlib.util
 import io
 import itertools
 import json
@@ -32,7 +33,20 @@ def token(tokens):
     return tokens.add("tests")
 
 
-@pytest.fixture(params=["memory", "jsonfile", "postgresql"])
+def pytest_generate_tests(metafunc):
+    """A test of ``store`` runs on each store: in tests/unit the two in process, elsewhere
+    PostgreSQL too; a module's ``STORE_KINDS`` says otherwise."""
+    named = {name for mark in metafunc.definition.iter_markers("parametrize")
+             for name in ([mark.args[0]] if isinstance(mark.args[0], str) else mark.args[0])}
+    if "store" in metafunc.fixturenames and not {"store", "store,"} & named:
+        inside = UNIT in metafunc.definition.path.parents
+        kinds = ("memory", "jsonfile") if inside else ("memory", "jsonfile", "postgresql")
+        kinds = getattr(metafunc.module, "STORE_KINDS", kinds)  # () for a store of its own
+        if kinds:
+            metafunc.parametrize("store", kinds, indirect=True)
+
+
+@pytest.fixture
 def store(request, tmp_path):
     """Each store in turn: the contract holds whatever keeps the data."""
     if request.param == "memory":
@@ -207,20 +221,43 @@ UNIT = pathlib.Path(__file__).parent / "unit"
 REAL_THINGS = {"postgres", "database_url", "browser"}
 
 
-@pytest.fixture(autouse=True)
-def _unit_tests_start_nothing(request, monkeypatch):
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
     """tests/unit runs in process, the loop run after every edit: a test there that starts
-    a process, forks, listens on a socket or asks for a database or browser fails, and
-    belongs in tests/integration."""
-    if UNIT not in request.node.path.parents and not os.environ.get("PLANT_STORE_UNIT_GUARD"):
+    a process, forks, listens on a socket or asks for a database or browser fails (in its
+    fixtures too, whatever their scope), and belongs in tests/integration."""
+    if UNIT not in item.path.parents and not os.environ.get("PLANT_STORE_UNIT_GUARD"):
+        yield
         return
-    needs = REAL_THINGS & set(request.fixturenames)
-    assert not needs, f"tests/unit starts nothing; this test asks for {sorted(needs)}"
+    patched = [(subprocess.Popen, "__init__"), (os, "fork"), (socket.socket, "listen")]
+    saved = [getattr(owner, name) for owner, name in patched]
 
     def refuse(*args, **kwargs):
         raise AssertionError("tests/unit starts no process and no server: this test "
                              "belongs in tests/integration")
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
-    monkeypatch.setattr(os, "fork", refuse)
-    monkeypatch.setattr(socket.socket, "listen", refuse)
+    for owner, name in patched:
+        setattr(owner, name, refuse)
+    try:
+        yield
+    finally:
+        for (owner, name), value in zip(patched, saved, strict=True):
+            setattr(owner, name, value)
+
+
+def pytest_runtest_setup(item):
+    """Before any fixture: a test in tests/unit that asks for a database or a browser."""
+    needs = REAL_THINGS & set(getattr(item, "fixturenames", ()))
+    if needs and (UNIT in item.path.parents or os.environ.get("PLANT_STORE_UNIT_GUARD")):
+        pytest.fail(f"tests/unit starts nothing; this test asks for {sorted(needs)}: it "
+                    "belongs in tests/integration")
+
+
+def store_contract():
+    """The store contract's tests (tests/unit/stores/test_stores.py), for a module that runs
+    them on another store: ``globals().update(store_contract())`` and a ``store`` there."""
+    path = UNIT / "stores" / "test_stores.py"
+    spec = importlib.util.spec_from_file_location("store_contract", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {name: value for name, value in vars(module).items() if name.startswith("test_")}

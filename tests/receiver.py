@@ -129,3 +129,10 @@ class Stalling:
 
     def __exit__(self, *exc_info):
         self.close()
+
+
+def serve_flags(*urls, attempts=10, backoff=0.05):
+    """plant-store serve's flags to deliver to ``urls`` with the receivers' secret."""
+    return ["--webhook-urls", " ".join(urls), "--webhook-secret", SECRET,
+            "--webhook-backoff", str(backoff), "--webhook-max-attempts", str(attempts),
+            "--webhook-timeout", "2"]

@@ -11,19 +11,15 @@ import os
 
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
-from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.stores import open_store
+from plant_store.service import Service
 from plant_store.tokens import StaticTokens
-from plant_store.webhooks import worker as webhooks
 
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
-config = Config(data_dir=os.environ.get("PLANTS_DATA", "plants-data"))
-store = open_store(config)
-worker = webhooks.start(config, store)  # None when no webhook_urls are set
-plants = create_app(config, store=store, tokens=StaticTokens({os.environ["PLANTS_TOKEN"]: "host"}),
-                    webhooks=worker)
+# The store, the metrics, the webhook worker (when webhook_urls are set) and the app.
+plants = Service(Config(data_dir=os.environ.get("PLANTS_DATA", "plants-data")),
+                 tokens=StaticTokens({os.environ["PLANTS_TOKEN"]: "host"}))
 
 
 def host(environ, start_response):
@@ -31,11 +27,9 @@ def host(environ, start_response):
     return [b"the host application\n"]
 
 
-application = DispatcherMiddleware(host, {"/plant-store": plants})
+application = DispatcherMiddleware(host, {"/plant-store": plants.app})
 
 
 def close():
     """At the host's shutdown: deliveries in flight end, then the store lets go."""
-    if worker is not None:
-        worker.stop()
-    store.close()
+    plants.close()

@@ -16,6 +16,7 @@ import sys
 from plant_store import config, logs
 from plant_store.cli import args as cli_args
 from plant_store.cli import browse, transfer
+from plant_store.service import Service
 from plant_store.serving import server
 from plant_store.stores import (
     DataDirError,
@@ -107,7 +108,7 @@ def _serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> i
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise cfg.blame("host", f"cannot listen on {cfg.host}:{cfg.port}: {reason}") from None
     _check_port(cfg)
-    store = open_store(cfg)
+    service = Service(cfg, tokens=tokens)  # serve closes it
 
     def announce(url: str) -> None:
         """Once listening, make the first token if there is no token file, and show it this
@@ -126,7 +127,7 @@ def _serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> i
             print(_first_token_message(token, url, os.path.abspath(tokens.path)), flush=True)
 
     try:
-        server.serve(cfg, store, tokens, on_ready=announce)
+        server.serve(service, on_ready=announce)
     except OSError as exc:  # the listening socket: address in use, permission denied
         culprit = "host" if exc.errno == errno.EADDRNOTAVAIL or exc.errno is None else "port"
         raise cfg.blame(culprit, f"cannot listen on {cfg.host}:{cfg.port}: "

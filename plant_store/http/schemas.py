@@ -79,7 +79,7 @@ def load_new_plant(document: dict[str, Any]) -> Plant:
 
     Only a document whose fields already have exactly the schema's types takes the short
     way; anything else, every error included, goes through the schema.
-    tests/test_schema_properties.py checks that both ways agree on any JSON object.
+    tests/unit/http/test_schema_properties.py checks that both ways agree on any JSON object.
     """
     plant_id, name, tag = document.get("id"), document.get("name"), document.get("tag", "")
     if (type(plant_id) is int and _ID.minimum <= plant_id <= _ID.maximum
@@ -91,7 +91,7 @@ def load_new_plant(document: dict[str, Any]) -> Plant:
 
 def dump_plant(plant: Plant) -> dict[str, Any]:
     """``PlantSchema().dump`` for the one object it is given, a stored Plant, without
-    marshmallow's machinery; tests/test_schema_properties.py checks that both agree."""
+    marshmallow's machinery; tests/unit/http/test_schema_properties.py checks that both agree."""
     if plant.tag is None:
         return {"name": plant.name}
     return {"name": plant.name, "tag": plant.tag}

@@ -24,14 +24,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from plant_store import metrics
-from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.http import errors, forwarded
 from plant_store.http.operational import HEALTHY
-from plant_store.stores import Store, StoreError, one_process_problem, open_store
+from plant_store.service import Service
+from plant_store.stores import StoreError, one_process_problem
 from plant_store.tokens import TokenError, TokenFile
-from plant_store.webhooks import worker as webhooks
 
 if TYPE_CHECKING:  # WSGI's types, in typeshed only (wsgiref.types is 3.11's)
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -116,22 +114,12 @@ class LazyApp:
             return app
 
     def _create(self, lock_timeout: float) -> Callable[..., Iterable[bytes]]:
-        store = open_store(self._config, lock_timeout=lock_timeout)
-        worker = None
-        try:
-            counted = metrics.for_config(self._config, store, self._metrics_dir)
-            worker = webhooks.start(self._config, store, counted.attempted if counted else None)
-            tokens = TokenFile(self._config.token_file)
-            app = create_app(self._config, store=store, tokens=tokens, webhooks=worker,
-                             counted=counted)
-            _tell_if_no_tokens(tokens)
-        except BaseException:  # a leaked store would hold the lock until this process ends
-            if worker is not None:
-                worker.stop()
-            store.close()
-            raise
-        atexit.register(_close, os.getpid(), store, worker)
-        return app
+        tokens = TokenFile(self._config.token_file)
+        service = Service(self._config, tokens=tokens, lock_timeout=lock_timeout,
+                          metrics_dir=self._metrics_dir)
+        _tell_if_no_tokens(tokens)
+        atexit.register(_close, os.getpid(), service)
+        return service.app
 
     def _unavailable(self, start_response: "StartResponse") -> list[bytes]:
         # Why is in the log only: the data directory, the owner's PID, the database are the
@@ -165,10 +153,8 @@ def _tell_if_no_tokens(tokens: TokenFile) -> None:
                     tokens.path, shlex.quote(tokens.path))
 
 
-def _close(pid: int, store: Store, worker: webhooks.WebhookWorker | None) -> None:
+def _close(pid: int, service: Service) -> None:
     """At exit: finish the delivery in flight, then let go of the store, so a waiting
     successor takes over sooner. Not in a forked child, which inherited this hook."""
     if os.getpid() == pid:
-        if worker is not None:
-            worker.stop()
-        store.close()
+        service.close()

@@ -1,5 +1,5 @@
-"""Run the app on waitress until SIGTERM, SIGINT or SIGHUP, finish what is in flight, close
-the store."""
+"""Run the service on waitress until SIGTERM, SIGINT or SIGHUP, finish what is in flight,
+close it."""
 
 import contextlib
 import logging
@@ -8,17 +8,13 @@ import resource
 import signal
 from collections.abc import Callable, Iterable
 
-from plant_store import metrics
-from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.http import access_log, auth
 from plant_store.http.auth import Tokens
+from plant_store.service import Service
 from plant_store.serving import probe_port, waitress_adapter
 from plant_store.serving.probe_lane import ProbeLaneDispatcher
 from plant_store.serving.waitress_adapter import Server
-from plant_store.stores import Store
-from plant_store.tokens import TokenFile
-from plant_store.webhooks import worker as webhooks
 
 log = logging.getLogger("plant_store.server")  # the name users filter on
 
@@ -87,44 +83,41 @@ def _urls(server: Server, prefix: str) -> list[str]:
             for host, port in waitress_adapter.listening(server)]
 
 
-def serve(
-    config: Config, store: Store, tokens: TokenFile,
-    on_ready: Callable[[str], None] | None = None,
-) -> None:
-    """Serve until a stop signal, then close ``store``; ``on_ready(url)`` runs once bound."""
-    counted = metrics.for_config(config, store)
-    worker = webhooks.start(config, store, counted.attempted if counted else None)
+def serve(service: Service, on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve ``service`` until a stop signal, then close it; ``on_ready(url)`` runs once
+    bound."""
     try:
-        app = create_app(config, store=store, tokens=tokens, webhooks=worker, counted=counted)
-        server = create_server(app, config,
-                               on_refused=counted.refused_by_server if counted else None,
-                               tokens=tokens)
-        _raise_descriptor_limit()
-        if config.probe_port:  # probes that no client's connections can crowd out
-            try:
-                probes = probe_port.listen(config.host, config.probe_port)
-            except OSError as exc:
-                raise config.blame("probe_port", f"cannot listen on {config.host}:"
-                                                 f"{config.probe_port}: {exc.strerror}") from None
-            probe_port.serve(app, probes)
-        urls = _urls(server, config.url_prefix)
-        if on_ready:
-            on_ready(urls[0])
-        # The absolute directory: a relative data_dir depends on where the server started.
-        log.info("plant-store listening on %s (store: %s, data directory %s, %d threads)",
-                 " and ".join(urls), config.store, os.path.abspath(config.data_dir),
-                 config.threads)
-        signal.signal(signal.SIGTERM, _interrupt)
-        signal.signal(signal.SIGINT, _interrupt)
-        # SIGHUP too: waitress reopens no logs, and a closed terminal or a supervisor's HUP
-        # must not lose the requests in flight. Ignored (nohup), it stays ignored.
-        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
-            signal.signal(signal.SIGHUP, _interrupt)
-        # Then a drain: the answers in flight are still sent, for at most STOP_GRACE.
-        waitress_adapter.run_until_stopped(server, STOP_GRACE)
+        _serve(service, on_ready)
     finally:
-        if worker is not None:
-            worker.stop()  # after the last request: their deliveries are in the outbox
-        store.close()
+        service.close()  # after the last request: their deliveries are in the outbox
         access_log.flush_all()  # the last requests' lines before the closing line
     log.info("plant-store stopped")
+
+
+def _serve(service: Service, on_ready: Callable[[str], None] | None) -> None:
+    config = service.config
+    server = create_server(service.app, config, on_refused=service.metrics.refused_by_server,
+                           tokens=service.tokens)
+    _raise_descriptor_limit()
+    if config.probe_port:  # probes that no client's connections can crowd out
+        try:
+            probes = probe_port.listen(config.host, config.probe_port)
+        except OSError as exc:
+            raise config.blame("probe_port", f"cannot listen on {config.host}:"
+                                             f"{config.probe_port}: {exc.strerror}") from None
+        probe_port.serve(service.app, probes)
+    urls = _urls(server, config.url_prefix)
+    if on_ready:
+        on_ready(urls[0])
+    # The absolute directory: a relative data_dir depends on where the server started.
+    log.info("plant-store listening on %s (store: %s, data directory %s, %d threads)",
+             " and ".join(urls), config.store, os.path.abspath(config.data_dir),
+             config.threads)
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+    # SIGHUP too: waitress reopens no logs, and a closed terminal or a supervisor's HUP
+    # must not lose the requests in flight. Ignored (nohup), it stays ignored.
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _interrupt)
+    # Then a drain: the answers in flight are still sent, for at most STOP_GRACE.
+    waitress_adapter.run_until_stopped(server, STOP_GRACE)

@@ -1,9 +1,9 @@
 """Every use ``plant-store serve`` makes of waitress's internals, in one place.
 
 Each name below was read in waitress 3.0.2 (setup.cfg allows 3.0.x only), and
-tests/test_waitress_pins.py checks each against the waitress installed, so a release that
-changes one fails there, naming it. Waitress documents ``serve()`` alone, which runs its
-own loop and takes adjustments only; beyond its adjustments (``send_bytes``,
+tests/integration/test_waitress_pins.py checks each against the waitress installed, so a
+release that changes one fails there, naming it. Waitress documents ``serve()`` alone,
+which runs its own loop and takes adjustments only; beyond its adjustments (``send_bytes``,
 ``asyncore_use_poll``, ...) and a MultiSocketServer's ``map`` and ``effective_listen``,
 this relies on:
 

@@ -59,6 +59,7 @@ def listed(database_url, state, count, timeout=15):
         time.sleep(0.1)
 
 
+@pytest.mark.slow  # two servers and a worker's look: about 10 s
 def test_dead_letters_are_listed_and_retried_once_with_two_instances_running(two_instances):
     database_url, receiver = two_instances
     rows = listed(database_url, "dead", DEAD)
@@ -91,6 +92,7 @@ def test_dead_letters_are_listed_and_retried_once_with_two_instances_running(two
     assert done.stderr == "no deliveries owed and no dead letters\n"
 
 
+@pytest.mark.slow  # two servers and a worker's look: about 10 s
 def test_a_named_retry_is_whole_or_nothing(two_instances):
     database_url, receiver = two_instances
     first, *_ = (row[0] for row in listed(database_url, "dead", DEAD))

@@ -5,8 +5,9 @@ of a missing extra and the /docs page's answer name only what that user has: no 
 docs/*.rst, no ``pip install '.[...]'``. And the command they are told to run for the driver,
 ``pip install 'plant-store[postgresql]'``, is the one that adds it.
 
-Bounded: each pip call has a timeout; about 15 s with a local index, under a minute from
-PyPI, so the suite's default run (README's command) includes it."""
+Bounded: each pip call has a timeout; about 25 s with a local index, under a minute from
+PyPI. Marked slow, as every real-server test of two seconds or more: .ci/run runs it after
+the README's command (pytest -m "topology or slow")."""
 
 import os
 import pathlib
@@ -24,6 +25,7 @@ from serverproc import free_port, http_request, wait_answering
 # As tests/unit/cli/test_pip_user_texts.py: a clone's folders of configuration and docs, an
 # install of '.' with an extra, or the words for it.
 CLONE_ONLY = re.compile(r"\bconf/|\bdocs/[\w./-]*\.(?:rst|md)\b|['\"]\.\[|in the clone")
+pytestmark = pytest.mark.slow
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PIP_TIMEOUT = 300
 DRIVER = ("plant-store: error: store = postgresql needs the PostgreSQL driver, an extra: "

@@ -1,5 +1,5 @@
 """psycopg_pool's ConnectionPool as the store needs it, and every reach into its private
-names (tests/test_library_pins.py pins each behaviour relied on).
+names (tests/unit/test_library_pins.py pins each behaviour relied on).
 
 The pool reconnects at least every ``reconnect_every`` seconds while the database is away:
 psycopg_pool's own back-off doubles from 1 s, so the service would come back minutes after

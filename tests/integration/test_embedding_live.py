@@ -1,0 +1,49 @@
+"""The public embedding and testing API: plant_store.testing, StaticTokens, create_app's
+refusals, access lines through a host's logging, and the docs' examples, run as a user would."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+EXAMPLES = pathlib.Path(__file__).parents[2] / "docs" / "examples"
+
+
+def test_the_docs_webtest_suite_runs_where_a_user_copies_it(tmp_path):
+    """Copied alone into an empty directory and run with pytest, as the docs say."""
+    shutil.copy(EXAMPLES / "test_plants_api.py", tmp_path)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "test_plants_api.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "5 passed" in done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test_plants_api.py"]  # no data
+
+
+def test_the_docs_host_application(tmp_path):
+    """docs/examples/host_app.py, imported in a process of its own: mounted at
+    /plant-store, its access lines through the host's logging, its store closed by close()."""
+    script = f"""
+import sys, time, webtest
+sys.path.insert(0, {str(EXAMPLES)!r})
+import host_app
+app = webtest.TestApp(host_app.application)
+app.authorization = ("Bearer", "s3cret")
+app.post_json("/plant-store/plants", {{"id": 1, "name": "Fern"}})
+print(app.get("/plant-store/plants").json)
+print(app.get("/").text.strip())
+time.sleep(0.2)  # the access lines' flush
+host_app.close()
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60,
+                          env={**os.environ, "PLANTS_TOKEN": "s3cret",
+                               "PLANTS_DATA": str(tmp_path / "plants")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[{'name': 'Fern'}]", "the host application"]
+    # The host's format (basicConfig's), not the service's own.
+    assert "INFO plant_store.access: 127.0.0.1 POST /plant-store/plants 200 " in done.stderr
+    assert (tmp_path / "plants" / "plants.jsonl").exists()
+
+

@@ -1,0 +1,336 @@
+"""Each reverse proxy's shipped example (conf/, run by tests/proxies.py with only its ports
+replaced) in front of each way of serving the app, set up as the example's header comment
+says: the API under /api/, the URLs the service emits naming the proxy, the client's own
+address in the access log, nothing a client forges in a forwarded header believed, and the
+proxy's own answers in the service's Error shape.
+
+The quick set (plain ``pytest``) runs every proxy in front of ``plant-store serve``, and
+nginx in front of gunicorn and uWSGI; ``pytest -m topology`` runs the rest of the matrix.
+"""
+
+import http.server
+import os
+import re
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from proxies import Apache, Caddy, CaddyStripPrefix, HAProxy, Nginx, missing
+from serverproc import Server, free_port, parse_answer
+from test_prefork import APP, BIN, WsgiServer
+
+PROXIES = {proxy.name: proxy for proxy in (Nginx, Apache, Caddy, HAProxy, CaddyStripPrefix)}
+SERVERS = ("serve", "gunicorn", "uwsgi")
+QUICK = {(name, "serve") for name in PROXIES} | {("nginx", "gunicorn"), ("nginx", "uwsgi")}
+
+# The X-Request-ID each proxy makes when the client sends none.
+MADE_IDS = {
+    "nginx": r"[0-9a-f]{32}",                              # $request_id
+    "apache": r"[A-Za-z0-9@_-]{20,}",                      # mod_unique_id
+    "caddy": r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}",  # {http.request.uuid}
+    "haproxy": r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}",  # %[uuid]
+}
+MADE_IDS["caddy-strip-prefix"] = MADE_IDS["caddy"]
+
+# What a client may send to be believed as someone else, somewhere else.
+FORGED = {
+    "X-Forwarded-For": "6.6.6.6",
+    "X-Forwarded-Proto": "https",
+    "X-Forwarded-Host": "evil.example",
+    "X-Forwarded-Port": "6666",
+    "X-Forwarded-Prefix": "/evil",
+    "Forwarded": "for=6.6.6.6;proto=https;host=evil.example",
+}
+
+
+def require(proxy_class):
+    """``proxy_class``, or skip the test saying what is missing; in CI (``CI=true``) fail
+    instead, since CI must run these tests (.ci/run installs every proxy)."""
+    if reason := missing(proxy_class):
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return proxy_class
+
+
+def example_settings(example):
+    """The service settings an example's header comment names (``#   name = value``, a
+    value may go on on the next lines), as a dict."""
+    settings, name = {}, None
+    for line in example.read_text().splitlines():
+        if match := re.fullmatch(r"#   ([a-z_]+) =(.*)", line):
+            name = match[1]
+            settings[name] = match[2].split(" #")[0].strip()
+        elif name and (match := re.fullmatch(r"#\s{5,}([^#\s].*)", line)):
+            settings[name] += " " + match[1].split(" #")[0].strip()
+        elif not re.fullmatch(r"#\s{5,}#.*", line):
+            name = None
+    return settings
+
+
+def test_each_example_names_its_settings():
+    for proxy in PROXIES.values():
+        settings = example_settings(proxy.example)
+        assert settings["trusted_proxy"] == "127.0.0.1", proxy.name
+        assert settings["url_prefix"] == ("" if proxy is CaddyStripPrefix else "/api")
+        assert "trusted_proxy_headers" in settings
+
+
+class Service:
+    """The app served by ``kind`` (serve, gunicorn or uwsgi) with ``settings``; its access
+    lines in ``lines``."""
+
+    def __init__(self, kind, data_dir, settings):
+        self.kind = kind
+        if kind == "serve":
+            flags = [arg for name, value in settings.items() if value
+                     for arg in (f"--{name.replace('_', '-')}", value)]
+            self._server = Server(data_dir, *flags)
+            self.port, self.token, self.lines = (
+                self._server.port, self._server.first_token, self._server.stderr)
+            return
+        env = {f"PLANT_STORE_{name.upper()}": value for name, value in settings.items()}
+        env["PLANT_STORE_LOG_LEVEL"] = "info"  # the access lines
+        if kind == "gunicorn":
+            command = [os.path.join(BIN, "gunicorn"), "-c", "python:plant_store.gunicorn_hooks",
+                       "-b", "127.0.0.1:{port}", APP]
+            stop_signal = signal.SIGTERM
+        else:  # SIGINT stops uWSGI 2.0 (SIGTERM reloads it).
+            # --http-socket closes each connection after its answer without saying so; a
+            # proxy that keeps connections to the service then sends a request on a closed
+            # one now and then, and answers it 502 (docs/proxies.rst). The header says so.
+            command = [os.path.join(BIN, "uwsgi"), "--http-socket", "127.0.0.1:{port}",
+                       "--add-header", "Connection: close",
+                       "--module", APP, "--disable-logging"]
+            stop_signal = signal.SIGINT
+        self._server = WsgiServer(command, data_dir, env, stop_signal)
+        self.port, self.token, self.lines = (
+            self._server.port, self._server.token, self._server.output)
+
+    def access_line(self, request_id, timeout=5):
+        """The access line of the request ``request_id``: [address, method, path, status]."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if "[plant_store.access]" in line and line.rstrip().endswith(" " + request_id):
+                    return line.split()[4:8]
+            time.sleep(0.05)
+        raise AssertionError(f"no access line for {request_id!r}:\n" + "".join(self.lines))
+
+    def stop(self):
+        self._server.stop()
+
+
+def _combinations():
+    for kind in SERVERS:
+        for name in PROXIES:
+            marks = [] if (name, kind) in QUICK else [pytest.mark.topology]
+            yield pytest.param((name, kind), id=f"{name}-{kind}", marks=marks)
+
+
+class Stack:
+    def __init__(self, proxy, service):
+        self.proxy, self.service, self.token = proxy, service, service.token
+        self.base = f"http://127.0.0.1:{proxy.port}"
+
+
+@pytest.fixture(params=list(_combinations()))
+def stack(request, tmp_path):
+    name, kind = request.param
+    proxy_class = require(PROXIES[name])
+    service = Service(kind, tmp_path / "data", example_settings(proxy_class.example))
+    try:
+        (tmp_path / "proxy").mkdir()
+        with proxy_class(tmp_path / "proxy", service.port) as proxy:
+            yield Stack(proxy, service)
+    finally:
+        service.stop()
+
+
+def assert_json_error(response, statuses):
+    status, headers, body = response
+    assert status in statuses, (status, body)
+    assert headers["Content-Type"] == "application/json", headers
+    assert set(body) == {"error", "message"} and body["error"] == status, body
+    assert body["message"].endswith("."), body  # a plain sentence, not a status phrase
+    return status
+
+
+def test_create_through_the_proxy_with_a_request_id(stack):
+    status, headers, body = stack.proxy.request(
+        "POST", "/api/plants", {"id": 1, "name": "Monstera", "tag": "aroid"}, stack.token)
+    assert (status, body) == (200, {"name": "Monstera", "tag": "aroid"})
+    assert re.fullmatch(MADE_IDS[stack.proxy.name], headers["X-Request-ID"]), headers
+    status, headers, _ = stack.proxy.request(
+        "POST", "/api/plants", {"id": 1, "name": "Monstera", "tag": "aroid"}, stack.token,
+        headers={"X-Request-ID": "trace-7"})
+    assert (status, headers["X-Request-ID"]) == (200, "trace-7")  # idempotent; the client's id
+    assert stack.service.access_line("trace-7")[1:] == ["POST", "/api/plants", "200"]
+
+
+@pytest.mark.parametrize("forged", [{}, FORGED], ids=["plain", "forged"])
+def test_links_and_the_document_name_the_proxy(stack, forged):
+    for plant_id in (1, 2):
+        assert stack.proxy.request("POST", "/api/plants", {"id": plant_id, "name": "x"},
+                                   stack.token)[0] == 200
+    status, headers, body = stack.proxy.request("GET", "/api/plants?limit=1", token=stack.token,
+                                                headers=forged)
+    assert (status, body) == (200, [{"name": "x"}])
+    assert headers["Link"] == f"<{stack.base}/api/plants?limit=1&cursor=1>; rel=next"
+    status, _, document = stack.proxy.request("GET", "/api/openapi.json", headers=forged)
+    assert status == 200
+    assert document["servers"][0]["url"] == f"{stack.base}/api"
+
+
+@pytest.mark.parametrize("forged", [{}, FORGED], ids=["plain", "forged"])
+def test_the_clients_own_address_reaches_the_access_log(stack, forged):
+    # The client is 127.0.0.2; the service's peer is the proxy, on 127.0.0.1.
+    status, _, _ = stack.proxy.request(
+        "POST", "/api/plants", {"id": 3, "name": "Fern"}, stack.token,
+        headers={**forged, "X-Request-ID": "trace-42"}, source="127.0.0.2")
+    assert status == 200
+    assert stack.service.access_line("trace-42") == ["127.0.0.2", "POST", "/api/plants", "200"]
+
+
+@pytest.mark.slow
+def test_the_proxys_own_answers_are_json(stack):
+    assert_json_error(stack.proxy.request("GET", "/elsewhere"), {404})
+    assert_json_error(stack.proxy.request("GET", "/api"), {404})
+    big = b'{"id": 1, "name": "' + b"x" * 70_000 + b'"}'
+    assert_json_error(stack.proxy.request("POST", "/api/plants", big, stack.token), {413})
+    # The service's own errors pass as they are.
+    assert_json_error(stack.proxy.request("POST", "/api/plants", {"id": 1, "name": "x"}), {401})
+    stack.service.stop()
+    assert_json_error(stack.proxy.request("POST", "/api/plants", {"id": 1, "name": "x"},
+                                          stack.token), {502, 503, 504})
+
+
+class Recorder(http.server.ThreadingHTTPServer):
+    """An upstream that answers every request 200 with ``{}`` and keeps what it was sent:
+    (path, headers) in ``seen``."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        self.seen = []
+        seen = self.seen
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                seen.append((self.path, self.headers))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", free_port()), Handler)
+        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05})
+        self.thread.start()
+
+    def stop(self):
+        self.shutdown()
+        self.server_close()
+        self.thread.join(5)
+
+
+@pytest.mark.parametrize("name", list(PROXIES))
+def test_each_forwarded_header_is_the_proxys_own(tmp_path, name):
+    """What reaches the service is one value of each, the proxy's: never the client's,
+    never the client's and the proxy's appended."""
+    proxy_class = require(PROXIES[name])
+    upstream = Recorder()
+    try:
+        with proxy_class(tmp_path, upstream.server_port) as proxy:
+            status, _, _ = proxy.request("GET", "/api/plants?limit=1", headers=FORGED,
+                                         source="127.0.0.2")
+            assert status == 200
+    finally:
+        upstream.stop()
+    [(path, headers)] = upstream.seen
+    strips = proxy_class is CaddyStripPrefix
+    assert path == ("/plants?limit=1" if strips else "/api/plants?limit=1")
+    assert {name: headers.get_all(name) for name in FORGED} == {
+        "X-Forwarded-For": ["127.0.0.2"],
+        "X-Forwarded-Proto": ["http"],
+        "X-Forwarded-Host": [f"127.0.0.1:{proxy.port}"],
+        "X-Forwarded-Port": [str(proxy.port)],
+        "X-Forwarded-Prefix": ["/api"] if strips else None,
+        "Forwarded": None,
+    }
+    assert headers.get_all("Host") == [f"127.0.0.1:{proxy.port}"]  # the client's Host
+    assert headers.get("X-Forwarded-Server") is None
+
+
+# What each proxy does with a client that stalls its headers, as the examples' header
+# comments say: nginx closes without a word, Apache answers a JSON 408; Caddy (Go's server)
+# a plain-text 400 and HAProxy an HTML 408, which neither lets its configuration change.
+STALLED = {"nginx": None, "apache": (408, True), "caddy": (400, False),
+           "caddy-strip-prefix": (400, False), "haproxy": (408, False)}
+
+
+@pytest.mark.topology  # about 10 s each
+@pytest.mark.parametrize("name", list(PROXIES))
+def test_a_client_that_stalls_its_headers_is_cut_off(tmp_path, name):
+    """Half a request and then nothing: the proxy closes the connection after its header
+    timeout (10 s in each example), and the service never hears of it."""
+    proxy_class = require(PROXIES[name])
+    upstream = Recorder()
+    try:
+        with proxy_class(tmp_path, upstream.server_port) as proxy, socket.create_connection(
+                ("127.0.0.1", proxy.port), timeout=25) as sock:
+            started = time.monotonic()
+            sock.sendall(b"POST /api/plants HTTP/1.1\r\nHost: x\r\nContent-Ty")
+            answer = b""
+            while chunk := sock.recv(65536):  # until the proxy closes (the timeout: 25 s)
+                answer += chunk
+            waited = time.monotonic() - started
+    finally:
+        upstream.stop()
+    assert 5 < waited < 21, waited
+    assert upstream.seen == []
+    if STALLED[name] is None:
+        assert answer == b""
+    else:
+        status, headers, body = parse_answer(answer)
+        expected, json_answer = STALLED[name]
+        assert status == expected, answer
+        assert (headers["content-type"] == "application/json") == json_answer, answer
+        if json_answer:
+            assert body["error"] == status, answer
+
+
+def test_haproxy_refuses_more_than_20_connections_from_one_address(tmp_path):
+    """The example's stick table: a client's 21st open connection is answered a JSON 429;
+    another address is served as ever."""
+    require(HAProxy)
+    upstream = Recorder()
+    held = []
+    try:
+        with HAProxy(tmp_path, upstream.server_port) as proxy:
+            for _ in range(20):
+                held.append(socket.create_connection(("127.0.0.1", proxy.port), timeout=5,
+                                                     source_address=("127.0.0.2", 0)))
+            deadline = time.monotonic() + 5  # until HAProxy has accepted all 20
+            while (answer := proxy.request("GET", "/api/plants", source="127.0.0.2"))[0] == 200:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert_json_error(answer, {429})
+            assert proxy.request("GET", "/api/plants", source="127.0.0.3")[0] == 200
+            held.pop().close()
+            deadline = time.monotonic() + 5  # until HAProxy has seen the close
+            while proxy.request("GET", "/api/plants", source="127.0.0.2")[0] != 200:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+    finally:
+        for sock in held:
+            sock.close()
+        upstream.stop()

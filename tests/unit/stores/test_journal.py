@@ -1,0 +1,29 @@
+"""Reading the JSON-file store back: torn tails are cut, corruption refuses to start."""
+
+import os
+import stat
+
+from plant_store.stores import JsonFileStore, Plant
+
+
+class RecordingStore(JsonFileStore):
+    """Records, for each fsync, whether it was of a directory."""
+
+    def __init__(self, data_dir):
+        self.synced = []
+        super().__init__(data_dir)
+
+    def _fsync_fd(self, fd):
+        self.synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        JsonFileStore._fsync_fd(fd)
+
+
+def test_new_journal_is_created_and_its_directory_entry_synced(tmp_path):
+    data_dir = tmp_path / "new" / "dir"
+    with RecordingStore(str(data_dir)) as store:
+        assert store.synced == [True]  # the directory, once, for the new file
+        store.create(Plant(1, "x"))
+        assert store.synced == [True, False]  # then the file, for the create
+    assert (data_dir / "plants.jsonl").read_bytes() == b'{"op":"create","id":1,"name":"x"}\n'
+    with RecordingStore(str(data_dir)) as store:
+        assert store.synced == []  # an existing file needs no directory sync

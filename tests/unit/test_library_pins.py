@@ -1,0 +1,77 @@
+"""The library behaviour the adapters rely on, pinned against the installed releases: a
+release that changes it fails here, naming the library (plant_store.prometheus_adapter and
+plant_store.stores.postgres.pool_adapter list what is relied on)."""
+
+import itertools
+import socket
+import threading
+import time
+
+import psycopg_pool
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.parser import text_string_to_metric_families
+from psycopg_pool.base import AttemptWithBackoff
+
+from plant_store.stores.postgres import pool_adapter
+
+POOL = f"psycopg_pool {psycopg_pool.__version__}"
+
+
+def test_the_reconnect_back_off_is_capped():
+    capped, own = pool_adapter.Reconnect(1.0, timeout=300.0), AttemptWithBackoff(timeout=300.0)
+    delays, own_delays = [], []
+    for now in range(8):
+        capped.update_delay(now)
+        own.update_delay(now)
+        delays.append(capped.delay)
+        own_delays.append(own.delay)
+    assert all(0.8 <= delay <= 1.0 for delay in delays), f"{POOL}: {delays}"
+    assert max(own_delays) > 2, (
+        f"{POOL}: its own back-off no longer grows ({own_delays}): is the cap still needed?")
+
+
+def test_a_refused_connection_is_told_to_the_hook_and_retried_at_the_cap(caplog):
+    failures = []  # (monotonic, error text)
+    told = threading.Event()
+
+    def failed(error):
+        failures.append((time.monotonic(), error))
+        if len(failures) >= 4:
+            told.set()
+
+    with socket.socket() as refusing:  # bound, not listening: connections are refused
+        refusing.bind(("127.0.0.1", 0))
+        port = refusing.getsockname()[1]
+        conninfo = f"host=127.0.0.1 port={port} dbname=x user=x connect_timeout=1"
+        others = []
+        idle = pool_adapter.Pool(conninfo, name="pin", reconnect_every=0.1, min_size=1,
+                                 open=False, on_failure=others.append)
+        pool = pool_adapter.Pool(conninfo, name="pin", reconnect_every=0.1, min_size=1,
+                                 open=False, on_failure=failed)
+        try:
+            pool.open(wait=False)
+            assert told.wait(5), f"{POOL}: failed connections told: {failures}"
+        finally:
+            pool.close(timeout=1.0)
+            idle.close(timeout=1.0)
+    times = [at for at, _ in failures]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert max(gaps[:3]) < 0.5, f"{POOL}: retries not at the cap (0.1 s): {gaps}"
+    first_line = failures[0][1].splitlines()[0]
+    assert f"port {port}" in first_line and "error connecting" not in first_line, (
+        f"{POOL}: the hook got {failures[0][1]!r}")
+    assert others == [], f"{POOL}: another pool's failures reached this one's hook: {others}"
+    printed = [r for r in caplog.records if r.name == "psycopg.pool"]
+    assert printed == [], f"{POOL}: its warnings were not kept back: {printed}"
+
+
+def scrape(directory):
+    """{(sample name, labels): value} of a scrape (families come in no set order)."""
+    registry = CollectorRegistry(auto_describe=False)
+    MultiProcessCollector(registry, str(directory))
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(generate_latest(registry).decode())
+            for s in family.samples}
+
+

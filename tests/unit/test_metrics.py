@@ -1,0 +1,103 @@
+"""``/metrics``: a real scrape of a real server, parsed with the Prometheus client's own
+text parser, counts exactly what was sent; who may read it is a setting; gunicorn's workers
+on one PostgreSQL database add up in one scrape."""
+
+import io
+import random
+import types
+
+import pytest
+import webtest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import FaultyStore
+from plant_store import metrics
+from plant_store.app import create_app
+from plant_store.config import Config
+from plant_store.stores import JsonFileStore, MemoryStore, Plant
+from plant_store.tokens import TokenFile
+
+
+def samples(text):
+    """{(sample name, sorted label items): value} of a scrape."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(scraped, name, **labels):
+    return scraped.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def scrape(request, token=None):
+    status, headers, body = request("GET", "/metrics", token=token)
+    assert status == 200, body
+    assert headers["Content-Type"].startswith("text/plain; version=")
+    return body.decode()
+
+
+def test_the_default_is_behind_the_token():
+    assert Config().metrics == "token"
+
+
+def metered_app(tmp_path, store, **settings):
+    config = Config(data_dir=str(tmp_path / "data"), **settings)
+    tokens = TokenFile(str(tmp_path / "tokens.json"), recheck=0)
+    token = tokens.add("t")
+    return webtest.TestApp(create_app(config, store=store, tokens=tokens, log_stream=io.StringIO()),
+                           extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
+
+
+def test_a_failed_fsync_is_a_503_counted_by_its_cause(tmp_path):
+    with FaultyStore(str(tmp_path / "data")) as store:
+        app = metered_app(tmp_path, store)
+        store.fail_fsync = True
+        app.post_json("/plants", {"id": 1, "name": "a"}, status=503)
+        store.fail_fsync = False
+        store.fail_write = True
+        app.post_json("/plants", {"id": 2, "name": "b"}, status=503)
+        got = samples(app.get("/metrics").text)
+    unavailable = "plant_store_store_unavailable_total"
+    assert value(got, unavailable, operation="create", cause="fsync") == 1
+    assert value(got, unavailable, operation="create", cause="io") == 1
+
+
+def test_compactions_are_counted_and_timed(tmp_path):
+    with JsonFileStore(str(tmp_path / "data")) as store:
+        app = metered_app(tmp_path, store)
+        for i in range(10):
+            store.create(Plant(i, "x"))
+            store.delete(i)
+        store.compact()
+        got = samples(app.get("/metrics").text)
+    assert value(got, "plant_store_compaction_duration_seconds_count") == 1
+    assert value(got, "plant_store_compaction_duration_seconds_sum") > 0
+
+
+def test_batched_counting_gives_what_the_client_counts_one_request_at_a_time():
+    rng = random.Random(7)
+    samples = [rng.choice([rng.expovariate(300), rng.uniform(0, 20)]) for _ in range(2000)]
+    reference = CollectorRegistry()
+    one_by_one = Histogram("plant_store_http_request_duration_seconds", "x",
+                           ("route", "method"), buckets=metrics.LATENCY, registry=reference)
+    counted = metrics.Metrics(MemoryStore())
+    req = types.SimpleNamespace(uri_template="/plants", method="POST", path="/plants")
+    resp = types.SimpleNamespace(status="200 OK")
+    for seconds in samples:
+        one_by_one.labels("/plants", "POST").observe(seconds)
+        counted.request(req, resp, seconds)  # noted; counted every 256, and at the scrape
+
+    def histogram(registry_text):
+        return {(s.name, s.labels.get("le")): s.value
+                for family in text_string_to_metric_families(registry_text)
+                if family.name == "plant_store_http_request_duration_seconds"
+                for s in family.samples}
+
+    got = histogram(counted.exposition().decode())
+    assert got == pytest.approx(histogram(generate_latest(reference).decode()))
+    assert got[("plant_store_http_request_duration_seconds_count", None)] == 2000
+    requests = next(f for f in text_string_to_metric_families(counted.exposition().decode())
+                    if f.name == "plant_store_http_requests")
+    assert [s.value for s in requests.samples if s.name.endswith("_total")] == [2000]
+
+

@@ -1,0 +1,72 @@
+"""The names users import, put in a server's command line or filter logs on keep working
+whatever the package's layout (issue 35 moved most modules into layers)."""
+
+import importlib
+import logging
+import pathlib
+
+import pytest
+
+import plant_store
+
+PUBLIC = [
+    ("plant_store.wsgi", "application"),
+    ("plant_store.app", "create_app"),
+    ("plant_store.testing", "make_app"),
+    ("plant_store.testing", "plant_store_app"),
+    ("plant_store.gunicorn_hooks", "post_worker_init"),
+    ("plant_store.cli", "main"),  # the plant-store command's entry point
+    ("plant_store.tokens", "TokenFile"),
+    ("plant_store.tokens", "StaticTokens"),
+    ("plant_store.stores", "open_store"),
+    ("plant_store.stores", "MemoryStore"),
+    ("plant_store.stores", "JsonFileStore"),
+    ("plant_store.config", "SETTINGS"),
+    ("plant_store.config", "Config"),
+    ("plant_store.service", "Service"),
+    ("plant_store.webhooks", "start"),
+    ("plant_store.metrics", "Metrics"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), PUBLIC)
+def test_each_public_name_imports(module, name, monkeypatch, tmp_path):
+    # gunicorn_hooks names a metrics directory at import when none is set: give it one.
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    assert getattr(importlib.import_module(module), name) is not None
+
+
+def test_the_console_script_names_the_cli_main():
+    setup = (pathlib.Path(__file__).parents[2] / "setup.cfg").read_text()
+    assert "plant-store = plant_store.cli:main" in setup
+
+
+# Logger names from before the move: operators' logging configs filter on them.
+LOGGERS = {
+    "plant_store.serving.server": "plant_store.server",
+    "plant_store.serving.lazy_app": "plant_store.lazy_app",
+    "plant_store.serving.probe_port": "plant_store.probe_port",
+    "plant_store.serving.waitress_adapter": "plant_store.waitress_adapter",
+    "plant_store.webhooks.worker": "plant_store.webhooks",
+    "plant_store.webhooks.retry_requests": "plant_store.retry_requests",
+    "plant_store.http.errors": "plant_store.errors",
+    "plant_store.http.access_log": "plant_store.access",
+    "plant_store.cli.main": "plant_store.cli",
+    "plant_store.stores.jsonfile.store": "plant_store.stores.jsonfile",
+    "plant_store.stores.jsonfile.appendlog": "plant_store.stores.appendlog",
+}
+
+
+@pytest.mark.parametrize(("module", "logger"), sorted(LOGGERS.items()))
+def test_log_lines_keep_their_logger_names(module, logger):
+    loaded = importlib.import_module(module)
+    names = {value.name for value in vars(loaded).values() if isinstance(value, logging.Logger)}
+    assert logger in names
+
+
+def test_at_most_fifteen_modules_stay_at_the_top():
+    top = pathlib.Path(plant_store.__file__).parent
+    modules = sorted(path.name for path in top.glob("*.py"))
+    assert len(modules) <= 15, modules
+    layers = {path.name for path in top.iterdir() if (path / "__init__.py").exists()}
+    assert {"http", "serving", "webhooks", "cli", "stores", "util"} <= layers

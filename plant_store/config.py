@@ -323,8 +323,10 @@ class Config:
     rate_limit: float = setting(_float_in(0, 1_000_000), "0",
         "Requests a second each client may make, sustained; past it the answer is 429 "
         "with Retry-After. A client is its bearer token (by label) when it sends a valid "
-        "one, else its address (the real client's, behind trusted_proxy). /health and "
-        "/ready are never limited. Kept in memory, per process. 0: off. Beside nginx's "
+        "one, else its address (the real client's, behind trusted_proxy): on the paths "
+        "open without a token, as a request to any other without a valid one is refused "
+        "401 before the limit counts it. /health and /ready are never limited. Kept in "
+        "memory, per process. 0: off. Beside nginx's "
         "limit_req: see the documentation's page 'Deploy behind a reverse proxy'.",
         unit="PER_SECOND")
     rate_limit_burst: int = setting(_int_in(0, 1_000_000), "20",

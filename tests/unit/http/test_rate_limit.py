@@ -147,6 +147,19 @@ def test_without_a_valid_token_the_address_is_the_client():
     app.get("/plants", headers=bearer(ALICE), extra_environ=one, status=200)
 
 
+def test_a_request_without_a_valid_token_is_refused_401_before_the_limit_counts_it():
+    # What the setting's help says: a 401 costs no more than a /health, and takes nothing
+    # from its address's bucket, so the paths open without a token stay open to it.
+    app = make_app(rate_limit=0.01, rate_limit_burst=1)
+    one = {"REMOTE_ADDR": "192.0.2.1"}
+    for _ in range(5):
+        app.get("/plants", headers=bearer("no-such-token"), extra_environ=one, status=401)
+        app.get("/plants", extra_environ=one, status=401)
+    app.get("/openapi.json", extra_environ=one, status=200)
+    app.get("/openapi.json", extra_environ=one, status=200)
+    app.get("/openapi.json", extra_environ=one, status=429)
+
+
 def test_behind_a_trusted_proxy_the_client_is_the_forwarded_address():
     app = make_app(proxy="10.0.0.1", rate_limit=0.01, rate_limit_burst=0)
     proxy = {"REMOTE_ADDR": "10.0.0.1"}

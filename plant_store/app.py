@@ -91,7 +91,7 @@ def create_app(
         store, config.max_body_size, config.page_size, config.max_page_size,
         webhooks=config.webhook_urls, on_created=webhooks.wake if webhooks else None,
         on_unavailable=unavailable))
-    app.add_route("/plants/{plant_id}", PlantResource(store, unavailable))
+    app.add_route("/plants/{plant_id}", PlantResource(store, config.max_body_size, unavailable))
     app.add_route("/", IndexResource())
     app.add_route("/health", HealthResource())
     app.add_route("/ready", ReadyResource(store))

@@ -49,11 +49,15 @@ from psycopg_pool import PoolTimeout
 
 from plant_store.logs import Throttle
 from plant_store.stores.base import (
+    Condition,
     Conflict,
     Plant,
+    PreconditionFailed,
     Store,
     StoreError,
     StoreUnavailable,
+    check_delete,
+    needs_update,
     replay,
 )
 from plant_store.stores.outbox import Delivery, deliveries_for
@@ -74,10 +78,12 @@ from plant_store.util.words import counted
 
 log = logging.getLogger(__name__)
 
-WRITES = frozenset({"create", "create_one", "delete", "hold_lane", "free_lane", "begin_attempt",
-                    "delivered", "failed", "retry"})
-# Settled by trying again: a create replays, a delete asks its token, a read reads again.
-SETTLED_BY_RETRY = frozenset({"create", "create_one", "delete", "get", "page", "count",
+WRITES = frozenset({"create", "create_one", "delete", "update", "hold_lane", "free_lane",
+                    "begin_attempt", "delivered", "failed", "retry"})
+# Settled by trying again: a create replays, a delete asks its token, an update meets its
+# own write (the query), a read reads again.
+SETTLED_BY_RETRY = frozenset({"create", "create_one", "delete", "update", "get", "page",
+                              "page_tag", "count",
                               "due", "dead", "outbox_counts", "rebase", "forget_deletes",
                               "lanes", "lane", "hold_lane", "free_lane"})
 RECONNECT_EVERY = 1.0  # seconds: the most the pool waits between attempts to reconnect
@@ -378,30 +384,74 @@ class PostgresStore(Store):
         raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention",
                                unknown=op.unsettled)
 
-    def delete(self, plant_id: int) -> bool:
-        params = {"id": plant_id, "token": uuid.uuid4()}
+    def update(self, plant: Plant, condition: Condition | None = None) -> tuple[Plant, bool] | None:
+        """Read, decide, then compare and set (the update query): a plant changed between
+        the read and the write is read again and decided anew, within the deadline."""
         op = _Operation(time.monotonic() + self._timeout)
-        # A retry's note of the token meets an earlier attempt's (committed, or waited for
-        # while it commits) and answers what that attempt did: see the query.
-        # The delete query answers one row, deleted or not: fetchone() is never None.
-        deleted: bool = self._run(
-            "delete", params, lambda cur: cur.fetchone()[0], op)  # type: ignore[index]
-        if next(self._deletes) % FORGET_EVERY == 0:
+        while True:
+            stored = self._read(plant.id, op)
             try:
-                self._run("forget_deletes", {}, lambda cur: None)
-            except StoreUnavailable as exc:
-                log.warning("%s: old delete tokens were not removed: %s", self.where, exc)
-        return deleted
+                if stored is None:
+                    return None
+                changes = needs_update(stored, plant, condition)
+            except PreconditionFailed:
+                if op.unsettled:  # an earlier try of ours may be what changed it
+                    raise self._unknown("update") from None
+                raise
+            params = {"id": plant.id, "name": plant.name.encode(), "tag": _utf8(plant.tag),
+                      "was_name": stored.name.encode(), "was_tag": _utf8(stored.tag)}
+            if self._run("update", params, lambda cur: cur.fetchone() is not None, op):
+                return plant, changes
+            self._check_deadline(op, "update")
 
-    def get(self, plant_id: int) -> Plant | None:
-        row = self._run("get", {"id": plant_id}, lambda cur: cur.fetchone())
+    def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
+        op = _Operation(time.monotonic() + self._timeout)
+        while True:
+            stored = None
+            if condition is not None:
+                stored = self._read(plant_id, op)
+                if stored is None:
+                    return False
+                check_delete(stored, condition)
+            params = {"id": plant_id, "token": uuid.uuid4(), "conditional": stored is not None,
+                      "was_name": None if stored is None else stored.name.encode(),
+                      "was_tag": None if stored is None else _utf8(stored.tag)}
+            # A retry's note of the token meets an earlier attempt's (committed, or waited
+            # for while it commits) and answers what that attempt did: see the query.
+            # The delete query answers one row, deleted or not: fetchone() is never None.
+            deleted: bool = self._run(
+                "delete", params, lambda cur: cur.fetchone()[0], op)  # type: ignore[index]
+            if next(self._deletes) % FORGET_EVERY == 0:
+                try:
+                    self._run("forget_deletes", {}, lambda cur: None)
+                except StoreUnavailable as exc:
+                    log.warning("%s: old delete tokens were not removed: %s", self.where, exc)
+            if deleted or stored is None:
+                return deleted
+            self._check_deadline(op, "delete")  # changed or gone since read: decide anew
+
+    def _read(self, plant_id: int, op: "_Operation") -> Plant | None:
+        row = self._run("get", {"id": plant_id}, lambda cur: cur.fetchone(), op)
         return None if row is None else _plant(plant_id, *row)
 
-    def page(self, start: int, limit: int) -> tuple[list[Plant], int | None]:
+    def _check_deadline(self, op: "_Operation", name: str) -> None:
+        """A conditional write that keeps finding the plant changed ends by its deadline."""
+        if time.monotonic() >= op.deadline:
+            if op.unsettled:
+                raise self._unknown(name)
+            raise StoreUnavailable(f"{self.where}: the plant kept changing", "contention")
+
+    def get(self, plant_id: int) -> Plant | None:
+        return self._read(plant_id, _Operation(time.monotonic() + self._timeout))
+
+    def page(self, start: int, limit: int,
+             tag: str | None = None) -> tuple[list[Plant], int | None]:
         op = _Operation(time.monotonic() + self._timeout)
+        query, params = "page", dict[str, Any](start=start, limit=limit + 1)
+        if tag is not None:
+            query, params = "page_tag", {**params, "tag": tag.encode()}
         for _ in range(3):
-            rows = self._run("page", {"start": start, "limit": limit + 1},
-                             lambda cur: cur.fetchall(), op)
+            rows = self._run(query, params, lambda cur: cur.fetchall(), op)
             if not rows or rows[-1][0] is not None:
                 break
             self._rebase(op)

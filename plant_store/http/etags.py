@@ -16,7 +16,7 @@ from plant_store.stores import Plant
 # One list member: "*", or an entity tag, weak or not, and what surrounds it up to the next
 # comma. Matched member by member (no nested repetition), so a huge header costs its length.
 _MEMBER = re.compile(r'[ \t]*(?:(\*)|(W/)?("[\x21\x23-\x7e\x80-\xff]*"))[ \t]*(?:,|\Z)')
-_EMPTY = re.compile(r"[ \t]*,")  # the list syntax allows empty members: "a, , b"
+_EMPTY = re.compile(r"[ \t]*(?:,|\Z)")  # the list syntax allows empty members: "a, , b"
 
 
 class Malformed(ValueError):

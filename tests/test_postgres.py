@@ -195,7 +195,7 @@ def test_instances_starting_together_apply_each_migration_once(database_url):
 def test_db_check_and_migrate_commands(database_url):
     check = run_cli("db", "check", "--database-url", database_url)
     every = ("0001_initial.sql, 0002_failover.sql, 0003_lanes.sql, 0004_batches.sql, "
-             "0005_compatibility.sql")
+             "0005_compatibility.sql, 0006_tag_index.sql")
     assert check.returncode == 1 and f"schema version 0; pending: {every}" in check.stdout
     migrate = run_cli("db", "migrate", "--database-url", database_url)
     assert migrate.returncode == 0 and migrate.stdout.strip() == f"applied {every}"

@@ -1,0 +1,102 @@
+"""GET and PUT /plants/{id}, DELETE's If-Match and the tag filter over real HTTP, on a real
+server of the JSON-file store and of PostgreSQL; an update acknowledged and then kill -9:
+it is there after the restart."""
+
+import signal
+import urllib.parse
+
+import pytest
+
+from plant_store.http.etags import etag
+from plant_store.stores import Plant
+from plant_store.tokens import TokenFile
+from serverproc import Server
+
+
+@pytest.fixture(params=["jsonfile", "postgresql"])
+def serve(request, tmp_path):
+    """A function starting a server of the store (again on the same data), and its token."""
+    token_file = tmp_path / "tokens.json"
+    token = TokenFile(str(token_file)).add("t")
+    args = ["--token-file", str(token_file)]
+    if request.param == "postgresql":
+        args += ["--store", "postgresql", "--database-url",
+                 request.getfixturevalue("database_url")]
+    started = []
+
+    def start():
+        started.append(Server(tmp_path / "data", *args))
+        return started[-1]
+
+    start.token = token
+    yield start
+    for server in started:
+        server.stop()
+
+
+def test_every_row_over_http(serve):
+    server, token = serve(), serve.token
+
+    def call(method, path, body=None, **headers):
+        return server.request(method, path, body, token=token, headers=headers)
+
+    assert call("POST", "/plants", {"id": 1, "name": "Fern", "tag": "green"})[0] == 200
+    status, headers, body = call("GET", "/plants/1")
+    fern = etag(Plant(1, "Fern", "green"))
+    assert (status, headers["ETag"], body) == (200, fern, {"name": "Fern", "tag": "green"})
+    status, headers, body = call("GET", "/plants/1", **{"If-None-Match": fern})
+    assert (status, headers["ETag"], body) == (304, fern, b"")
+    assert call("GET", "/plants/2")[0] == 404
+    assert call("GET", "/plants/x")[0] == 400
+    assert call("PUT", "/plants/2", {"name": "x"})[0] == 404
+    assert call("PUT", "/plants/1", {"id": 2, "name": "x"})[0] == 400
+    assert call("PUT", "/plants/1", {"name": "x"}, **{"If-Match": f"W/{fern}"})[0] == 412
+    status, headers, body = call("PUT", "/plants/1", {"name": "Fern II"}, **{"If-Match": fern})
+    new = etag(Plant(1, "Fern II"))
+    assert (status, headers["ETag"], body) == (200, new, {"name": "Fern II"})
+    # A retry of the update that went through: 200, though its If-Match is now stale.
+    assert call("PUT", "/plants/1", {"name": "Fern II"}, **{"If-Match": fern})[0] == 200
+    assert call("PUT", "/plants/1", {"name": "Other"}, **{"If-Match": fern})[0] == 412
+    assert call("POST", "/plants", {"id": 1, "name": "Fern II"})[0] == 200
+    assert call("POST", "/plants", {"id": 1, "name": "Fern", "tag": "green"})[0] == 409
+    assert call("DELETE", "/plants/1", **{"If-Match": fern})[0] == 412
+    assert call("GET", "/plants/1")[2] == {"name": "Fern II"}
+    assert call("DELETE", "/plants/1", **{"If-Match": new})[0] == 204
+    assert call("GET", "/plants/1")[0] == 404
+
+
+def test_the_tag_filter_pages_over_http(serve):
+    server, token = serve(), serve.token
+    tag = "a&b c"
+    for plant_id in range(7):
+        body = {"id": plant_id, "name": f"p{plant_id}"}
+        if plant_id % 2 == 0:
+            body["tag"] = tag
+        assert server.request("POST", "/plants", body, token=token)[0] == 200
+    path, names = f"/plants?limit=2&tag={urllib.parse.quote(tag)}", []
+    while path:
+        status, headers, page = server.request("GET", path, token=token)
+        assert status == 200
+        names += [plant["name"] for plant in page]
+        link = headers.get("Link")
+        path = link and urllib.parse.urlsplit(link[1:link.index(">")])._replace(
+            scheme="", netloc="").geturl()
+        assert not link or "tag=a%26b%20c" in link
+    assert names == ["p0", "p2", "p4", "p6"]
+
+
+def test_an_acknowledged_update_survives_kill_9(serve):
+    server, token = serve(), serve.token
+    for plant_id in range(50):
+        assert server.request("POST", "/plants", {"id": plant_id, "name": "before"},
+                              token=token)[0] == 200
+    for plant_id in range(50):
+        body = {"name": f"after {plant_id}", "tag": "new"}
+        assert server.request("PUT", f"/plants/{plant_id}", body, token=token)[0] == 200
+    server.stop(signal.SIGKILL)
+    server = serve()
+    for plant_id in range(50):
+        status, _, body = server.request("GET", f"/plants/{plant_id}", token=token)
+        assert (status, body) == (200, {"name": f"after {plant_id}", "tag": "new"})
+    status, _, page = server.request("GET", "/plants?tag=new&limit=100", token=token)
+    assert [plant["name"] for plant in page] == [f"after {n}" for n in range(50)]

@@ -200,7 +200,7 @@ def test_db_check_and_migrate_commands(database_url):
     migrate = run_cli("db", "migrate", "--database-url", database_url)
     assert migrate.returncode == 0 and migrate.stdout.strip() == f"applied {every}"
     check = run_cli("db", "check", "--database-url", database_url)
-    assert check.returncode == 0 and "schema version 5; nothing pending" in check.stdout
+    assert check.returncode == 0 and "schema version 6; nothing pending" in check.stdout
     again = run_cli("db", "migrate", "--database-url", database_url)
     assert again.stdout.strip() == "nothing to apply"
 
@@ -303,7 +303,7 @@ def test_an_instance_older_than_a_contract_step_says_not_ready_and_will_not_star
             conn.execute("INSERT INTO plant_store_schema (version, name, compatible_from) "
                          "VALUES (99, '0099_future.sql', 99)")
         with pytest.raises(StoreUnavailable, match="needs Plant Store with migration 0099 "
-                           "or newer; this version knows up to 0005: upgrade this instance"):
+                           "or newer; this version knows up to 0006: upgrade this instance"):
             store.check()
     with pytest.raises(StoreError, match="needs Plant Store with migration 0099"):
         PostgresStore(database_url)
@@ -315,13 +315,13 @@ def test_an_instance_older_than_a_contract_step_says_not_ready_and_will_not_star
 
 def test_a_contract_step_records_the_version_it_declares(database_url, monkeypatch):
     every = schema.available()
-    future = (6, "0006_contract.sql", "-- compatible-from: 6\nSELECT 1;\n")
+    future = (7, "0007_contract.sql", "-- compatible-from: 7\nSELECT 1;\n")
     monkeypatch.setattr(schema, "available", lambda: [*every, future])
     with psycopg.connect(database_url, autocommit=True) as conn:
         schema.migrate(conn)
         rows = dict(conn.execute("SELECT version, compatible_from FROM plant_store_schema"
                                  " WHERE version >= 5").fetchall())
-        assert rows == {5: None, 6: 6}
-        assert schema.too_new(conn) is None  # this version knows 6
+        assert rows == {5: None, 6: None, 7: 7}
+        assert schema.too_new(conn) is None  # this version knows 7
         monkeypatch.setattr(schema, "available", lambda: every)
-        assert "needs Plant Store with migration 0006" in schema.too_new(conn)
+        assert "needs Plant Store with migration 0007" in schema.too_new(conn)

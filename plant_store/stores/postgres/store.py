@@ -447,18 +447,33 @@ class PostgresStore(Store):
     def page(self, start: int, limit: int,
              tag: str | None = None) -> tuple[list[Plant], int | None]:
         op = _Operation(time.monotonic() + self._timeout)
-        query, params = "page", dict[str, Any](start=start, limit=limit + 1)
-        if tag is not None:
-            query, params = "page_tag", {**params, "tag": tag.encode()}
-        for _ in range(3):
-            rows = self._run(query, params, lambda cur: cur.fetchall(), op)
-            if not rows or rows[-1][0] is not None:
-                break
-            self._rebase(op)
+        if tag is None:
+            rows = self._page_rows("page", {"start": start, "limit": limit + 1}, op)
         else:
-            raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention")
+            rows = self._tag_rows(tag.encode(), start, limit + 1, op)
         plants = [_plant(plant_id, name, tag) for plant_id, name, tag, _ in rows[:limit]]
         return plants, rows[limit][3] if len(rows) > limit else None
+
+    def _tag_rows(self, tag: bytes, start: int, wanted: int, op: "_Operation") -> list[Any]:
+        """Up to ``wanted`` rows of ``tag``'s plants from ``start``; the query finds them by
+        the tag's digest, and rows of another tag with the same digest are dropped here."""
+        rows: list[Any] = []
+        while True:
+            asked = wanted - len(rows)
+            found = self._page_rows("page_tag", {"tag": tag, "start": start, "limit": asked},
+                                    op)
+            rows += [row for row in found if row[2] == tag]
+            if len(found) < asked or len(rows) >= wanted:
+                return rows
+            start = found[-1][3] + 1
+
+    def _page_rows(self, query: str, params: dict[str, Any], op: "_Operation") -> list[Any]:
+        for _ in range(3):
+            rows: list[Any] = self._run(query, params, lambda cur: cur.fetchall(), op)
+            if not rows or rows[-1][0] is not None:
+                return rows
+            self._rebase(op)
+        raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention")
 
     def _rebase(self, op: "_Operation") -> None:
         self._run("rebase", {"force": False}, lambda cur: cur.rowcount, op)

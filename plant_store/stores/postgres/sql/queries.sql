@@ -138,8 +138,12 @@ SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock)
 ORDER BY 4;
 
 -- name: page_tag
--- The page above, of one tag's plants: a range scan of the index on (md5(tag), position),
--- so a page costs its length whatever the table holds.
+-- The page above, of the plants whose tag has the digest of the one asked for: a range
+-- scan of the index on (md5(tag), position), so a page costs its length whatever the table
+-- holds. The store drops the rows of another tag with the same digest (one made so on
+-- purpose) and asks on: a "p.tag = ..." here would be counted by the planner as a second
+-- condition as selective as the first, and the tiny estimate made it sort a whole tag's
+-- rows for each page.
 -- Only below the horizon: every transaction with a smaller id has ended, so nothing can
 -- appear later before the positions listed. A row of NULLs (sorted last) says the clock
 -- is stale: the store rebases and asks again.
@@ -148,7 +152,7 @@ WITH clock AS (
         ON c.system_identifier = h.system_identifier AND c.timeline = h.timeline
 )
 (SELECT p.id, p.name, p.tag, p.position FROM plant_store_plants AS p, clock
- WHERE md5(p.tag) = md5(%(tag)s) AND p.tag = %(tag)s AND p.position >= %(start)s
+ WHERE md5(p.tag) = md5(%(tag)s) AND p.position >= %(start)s
    AND p.position < clock.base + (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 10)
  ORDER BY p.position
  LIMIT %(limit)s)

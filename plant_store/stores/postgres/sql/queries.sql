@@ -143,7 +143,9 @@ ORDER BY 4;
 -- holds. The store drops the rows of another tag with the same digest (one made so on
 -- purpose) and asks on: a "p.tag = ..." here would be counted by the planner as a second
 -- condition as selective as the first, and the tiny estimate made it sort a whole tag's
--- rows for each page.
+-- rows for each page. For the same reason the range is a row comparison, in the index's
+-- own order: only an index scan in that order can take it, never a bitmap scan and a sort
+-- (which the planner chose at times for a rare tag, at a cost growing with the tag).
 -- Only below the horizon: every transaction with a smaller id has ended, so nothing can
 -- appear later before the positions listed. A row of NULLs (sorted last) says the clock
 -- is stale: the store rebases and asks again.
@@ -152,9 +154,9 @@ WITH clock AS (
         ON c.system_identifier = h.system_identifier AND c.timeline = h.timeline
 )
 (SELECT p.id, p.name, p.tag, p.position FROM plant_store_plants AS p, clock
- WHERE md5(p.tag) = md5(%(tag)s) AND p.position >= %(start)s
+ WHERE (md5(p.tag), p.position) >= (md5(%(tag)s), %(start)s) AND md5(p.tag) <= md5(%(tag)s)
    AND p.position < clock.base + (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 10)
- ORDER BY p.position
+ ORDER BY md5(p.tag), p.position
  LIMIT %(limit)s)
 UNION ALL
 SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock)

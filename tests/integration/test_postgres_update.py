@@ -176,3 +176,24 @@ def test_two_instances_sixteen_threads_one_linear_history(tmp_path, database_url
     finally:
         for server in servers:
             server.stop()
+
+
+def test_rows_of_another_tag_with_the_same_digest_are_dropped_and_the_page_filled(store):
+    """The query finds a tag's rows by md5; a tag made to collide must not show up, and the
+    page is still full, its cursor right."""
+    for plant_id in range(6):
+        store.create(Plant(plant_id, f"p{plant_id}", "t"))
+    asked = []
+    real = store._page_rows
+
+    def colliding(query, params, op):
+        rows = real(query, params, op)
+        asked.append(params["start"])
+        # every other row as if it were of another tag with the same digest
+        return [(i, n, b"other" if i % 2 else t, pos) for i, n, t, pos in rows]
+
+    store._page_rows = colliding
+    page, after = store.page(0, 2, "t")
+    assert [p.id for p in page] == [0, 2] and len(asked) > 1
+    page, after = store.page(after, 2, "t")
+    assert [p.id for p in page] == [4] and after is None

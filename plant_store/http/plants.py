@@ -111,7 +111,8 @@ class PlantsResource:
 
 
 class PlantResource:
-    """One plant: GET (with its ETag; If-None-Match), PUT and DELETE (If-Match)."""
+    """One plant: GET (with its ETag), PUT and DELETE, each conditional on If-Match and
+    If-None-Match (RFC 9110 13.2.2: a failed If-None-Match is 304 for a GET, 412 else)."""
 
     def __init__(self, store: Store, max_body_size: int,
                  on_unavailable: Callable[[str, StoreUnavailable], None] =
@@ -130,8 +131,10 @@ class PlantResource:
                 description="The store cannot read plants right now.") from None
         if plant is None:
             raise _not_found(number)
-        # Parsed whatever the plant: a malformed header is refused alike everywhere.
+        match = _conditional(req, "If-Match", etags.if_match)
         fresh = _conditional(req, "If-None-Match", etags.if_none_match)
+        if match is not None and not match(plant):
+            raise _changed(number)
         resp.set_header("ETag", etags.etag(plant))
         if fresh is not None and not fresh(plant):
             resp.status = falcon.HTTP_304
@@ -143,15 +146,15 @@ class PlantResource:
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
         number = _plant_id(plant_id)
-        condition = _conditional(req, "If-Match", etags.if_match)
+        condition = _preconditions(req)
         try:
             plant = load_plant_update(read_object(req, self._max_body, "a Plant"), number)
         except ValidationError as exc:
             raise falcon.HTTPBadRequest(description=describe(exc)) from None
         try:
             done = self._store.update(plant, condition)
-        except PreconditionFailed:
-            raise _changed(number) from None
+        except PreconditionFailed as exc:
+            raise _failed(req, exc.stored) from None
         except StoreUnavailable as exc:
             self._on_unavailable("update", exc)
             raise falcon.HTTPServiceUnavailable(description=UPDATE_UNKNOWN if exc.unknown
@@ -164,11 +167,11 @@ class PlantResource:
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
         number = _plant_id(plant_id)
-        condition = _conditional(req, "If-Match", etags.if_match)
+        condition = _preconditions(req)
         try:
             deleted = self._store.delete(number, condition)
-        except PreconditionFailed:
-            raise _changed(number) from None
+        except PreconditionFailed as exc:
+            raise _failed(req, exc.stored) from None
         except StoreUnavailable as exc:
             self._on_unavailable("delete", exc)
             raise falcon.HTTPServiceUnavailable(description=DELETE_UNKNOWN if exc.unknown
@@ -193,6 +196,26 @@ def _changed(number: int) -> falcon.HTTPPreconditionFailed:
     return falcon.HTTPPreconditionFailed(description=(
         f"Plant {number} has changed since that ETag (If-Match); nothing was changed. "
         "GET it for its current ETag."))
+
+
+def _failed(req: falcon.Request, stored: Plant) -> falcon.HTTPPreconditionFailed:
+    """412 saying which header refused ``stored``."""
+    match = req.get_header("If-Match")
+    if match is not None and not etags.if_match(match, stored):
+        return _changed(stored.id)
+    return falcon.HTTPPreconditionFailed(description=(
+        f"Plant {stored.id} is stored, and If-None-Match names its ETag (or is *); "
+        "nothing was changed."))
+
+
+def _preconditions(req: falcon.Request) -> Condition | None:
+    """A write's condition: If-Match holds, and If-None-Match names no current ETag (so
+    "If-None-Match: *", which asks never to replace a stored plant, is a 412, not a write)."""
+    match = _conditional(req, "If-Match", etags.if_match)
+    fresh = _conditional(req, "If-None-Match", etags.if_none_match)
+    if match is None or fresh is None:
+        return match or fresh
+    return lambda plant: match(plant) and fresh(plant)
 
 
 def _conditional(req: falcon.Request, header: str,

@@ -288,3 +288,27 @@ def test_a_huge_if_match_is_parsed_in_linear_time(app, fern):
     started = time.perf_counter()
     assert_error(put(app, 1, {"name": "y"}, headers={"If-Match": evil}), 400)
     assert time.perf_counter() - started < 2
+
+
+def test_if_none_match_star_on_put_and_delete_never_replaces_a_stored_plant(app, fern):
+    """A client asking "only if there is none" must not overwrite (RFC 9110 13.1.2)."""
+    for header in ["*", fern, f"W/{fern}"]:
+        message = assert_error(put(app, 1, {"name": "x"}, headers={"If-None-Match": header}),
+                               412)
+        assert "If-None-Match" in message
+        assert_error(app.delete("/plants/1", headers={"If-None-Match": header}, status="*"),
+                     412)
+    assert app.store.get(1) == Plant(1, "Fern", "green")
+    assert put(app, 1, {"name": "x"}, headers={"If-None-Match": '"other"'}).status_int == 200
+
+
+def test_both_conditions_must_hold(app, fern):
+    headers = {"If-Match": fern, "If-None-Match": fern}
+    assert "If-Match" not in assert_error(put(app, 1, {"name": "x"}, headers=headers), 412)
+    headers = {"If-Match": '"stale"', "If-None-Match": '"other"'}
+    assert "(If-Match)" in assert_error(put(app, 1, {"name": "x"}, headers=headers), 412)
+
+
+def test_get_with_a_stale_if_match_is_412(app, fern):
+    assert_error(app.get("/plants/1", headers={"If-Match": '"stale"'}, status="*"), 412)
+    assert app.get("/plants/1", headers={"If-Match": fern}, status=200).json["name"] == "Fern"

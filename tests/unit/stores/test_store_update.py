@@ -1,12 +1,14 @@
 """Store.update, conditional deletes and the tag index, on the memory and JSON-file stores
 (PostgreSQL: tests/integration/test_postgres_update.py)."""
 
+import io
 import os
 import pathlib
 
 import pytest
 
 from conftest import FaultyStore
+from plant_store.cli import transfer
 from plant_store.stores import (
     Conflict,
     JsonFileStore,
@@ -215,3 +217,21 @@ def test_a_failed_update_is_undone(tmp_path, fault):
         assert store.get(1) == Plant(1, "a", "t")
         assert [p.id for p in store.page(0, 10, "t")[0]] == [1, 2]
         assert store.page(0, 10, "u") == ([], None)
+
+
+def test_export_and_import_carry_the_current_state(store, tmp_path):
+    """An export after updates has the plants as they are now, in their places; imported
+    into another store, they are as they were exported (and in that order)."""
+    for plant_id in range(3):
+        store.create(Plant(plant_id, f"p{plant_id}", "old"))
+    store.update(Plant(1, "one", "new"))
+    store.update(Plant(0, "zero"))
+    out = io.BytesIO()
+    assert transfer.export(store, out) == 3
+    assert out.getvalue().splitlines() == [
+        b'{"id":0,"name":"zero"}', b'{"id":1,"name":"one","tag":"new"}',
+        b'{"id":2,"name":"p2","tag":"old"}']
+    with MemoryStore() as other:
+        transfer.import_lines(other, io.BytesIO(out.getvalue()), 65536)
+        assert other.page(0, 10)[0] == store.page(0, 10)[0]
+        assert other.page(0, 10, "new")[0] == [Plant(1, "one", "new")]

@@ -7,7 +7,11 @@ import time
 
 import psycopg
 import pytest
+import webtest
 
+from conftest import a_postgres_server
+from plant_store.app import create_app
+from plant_store.config import Config
 from plant_store.http.etags import etag
 from plant_store.stores import Plant, PreconditionFailed, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore, schema
@@ -197,3 +201,54 @@ def test_rows_of_another_tag_with_the_same_digest_are_dropped_and_the_page_fille
     assert [p.id for p in page] == [0, 2] and len(asked) > 1
     page, after = store.page(after, 2, "t")
     assert [p.id for p in page] == [4] and after is None
+
+
+@pytest.fixture(scope="module")
+def lonely():
+    """A server of this module's own, whose synchronous standby is set per test: a standby
+    that never connects is what a primary is once its synchronous standby has gone."""
+    yield from a_postgres_server()
+
+
+def standby(server, names):
+    with server.connect(autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
+        conn.execute("SELECT pg_reload_conf()")
+    time.sleep(0.2)
+
+
+@pytest.fixture
+def lonely_url(lonely):
+    standby(lonely, "")
+    yield lonely.create_database("updates")
+    standby(lonely, "")
+    lonely.drop_database("updates")
+
+
+def test_an_update_the_standby_never_confirms_is_503_unknown_and_its_retry_is_safe(
+        lonely, lonely_url, tmp_path):
+    tokens = TokenFile(str(tmp_path / "tokens.json"))
+    token = tokens.add("t")
+    with PostgresStore(lonely_url, timeout=1) as store:
+        app = webtest.TestApp(create_app(Config(store="postgresql", database_url=lonely_url),
+                                         store=store, tokens=tokens),
+                              extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
+        store.create(Plant(1, "a"))
+        before = etag(Plant(1, "a"))
+        standby(lonely, "nobody")
+        started = time.monotonic()
+        answer = app.put_json("/plants/1", {"name": "b"}, headers={"If-Match": before},
+                              status=503)
+        assert time.monotonic() - started < 1 + 1.5
+        assert "may have been updated" in answer.json["message"]
+        assert "not changed" not in answer.json["message"]
+        # Committed here, unconfirmed there: the same request again must not say 200 on the
+        # strength of that commit (the plant equals the body, and nothing would be written):
+        # its write over itself waits for the standby as well.
+        answer = app.put_json("/plants/1", {"name": "b"}, headers={"If-Match": before},
+                              status=503)
+        assert "may have been updated" in answer.json["message"]
+        standby(lonely, "")
+        answer = app.put_json("/plants/1", {"name": "b"}, headers={"If-Match": before},
+                              status=200)
+        assert answer.headers["ETag"] == etag(Plant(1, "b"))

@@ -10,7 +10,7 @@ import pytest
 from plant_store.http.etags import etag
 from plant_store.stores import Plant
 from plant_store.tokens import TokenFile
-from serverproc import Server
+from serverproc import Server, run_cli
 
 
 @pytest.fixture(params=["jsonfile", "postgresql"])
@@ -100,3 +100,16 @@ def test_an_acknowledged_update_survives_kill_9(serve):
         assert (status, body) == (200, {"name": f"after {plant_id}", "tag": "new"})
     status, _, page = server.request("GET", "/plants?tag=new&limit=100", token=token)
     assert [plant["name"] for plant in page] == [f"after {n}" for n in range(50)]
+
+
+def test_plants_get_shows_the_etag_of_the_plant_as_updated(tmp_path):
+    data = tmp_path / "data"
+    with Server(data) as server:
+        token = server.first_token
+        assert server.request("POST", "/plants", {"id": 3, "name": "a"}, token=token)[0] == 200
+        status, headers, _ = server.request("PUT", "/plants/3", {"name": "b", "tag": "t"},
+                                            token=token)
+        assert status == 200
+        got = run_cli("plants", "get", "3", "--data-dir", str(data))
+    assert got.stdout == '{"id":3,"name":"b","tag":"t"}\n'
+    assert got.stderr == f"ETag: {headers['ETag']}\n"

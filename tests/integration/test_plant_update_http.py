@@ -65,6 +65,29 @@ def test_every_row_over_http(serve):
     assert call("GET", "/plants/1")[0] == 404
 
 
+def test_put_bodies_and_places_over_http(serve):
+    server, token = serve(), serve.token
+
+    def call(method, path, body=None, **headers):
+        return server.request(method, path, body, token=token, headers=headers)
+
+    for plant_id in (3, 1, 2):
+        assert call("POST", "/plants", {"id": plant_id, "name": f"p{plant_id}", "tag": "t"})[
+            0] == 200
+    status, _, body = call("PUT", "/plants/1", {"name": "p1"})  # absent tag: removed
+    assert (status, body) == (200, {"name": "p1"})
+    assert call("GET", "/plants")[2] == [{"name": "p3", "tag": "t"}, {"name": "p1"},
+                                         {"name": "p2", "tag": "t"}]
+    assert call("PUT", "/plants/1", {"tag": "x"})[2]["message"].startswith("name: ")
+    assert call("PUT", "/plants/1", {"name": "x", "tag": None})[0] == 400
+    assert call("PUT", "/plants/1", "[1]")[0] == 400
+    assert call("PUT", "/plants/1", '{"name": "x"}', **{"Content-Type": "text/plain"})[0] == 415
+    assert call("PUT", "/plants/1", {"name": "x" * 70000})[0] == 413
+    assert call("PUT", "/plants/1", {"name": "x"}, **{"If-Match": "nonsense"})[0] == 400
+    assert call("PUT", "/plants/1", {"name": "x"}, **{"If-None-Match": "*"})[0] == 412
+    assert call("GET", "/plants/1")[2] == {"name": "p1"}
+
+
 def test_the_tag_filter_pages_over_http(serve):
     server, token = serve(), serve.token
     tag = "a&b c"

@@ -33,8 +33,8 @@ PUBLIC_PATHS = frozenset({"/", "/health", "/ready", "/openapi.json", "/docs"})
 PUBLIC_PREFIXES = ("/docs/",)
 QUIET_PATHS = PUBLIC_PATHS | {"/metrics"}
 # What a cross-origin page may read beyond the safe headers: the next page, the request
-# id, and why a request was refused or should wait.
-CORS_EXPOSED = ("Link", "X-Request-ID", "WWW-Authenticate", "Retry-After")
+# id, why a request was refused or should wait, and a plant's ETag (for its If-Match).
+CORS_EXPOSED = ("Link", "X-Request-ID", "WWW-Authenticate", "Retry-After", "ETag")
 
 
 def create_app(

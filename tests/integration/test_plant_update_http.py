@@ -136,3 +136,19 @@ def test_plants_get_shows_the_etag_of_the_plant_as_updated(tmp_path):
         got = run_cli("plants", "get", "3", "--data-dir", str(data))
     assert got.stdout == '{"id":3,"name":"b","tag":"t"}\n'
     assert got.stderr == f"ETag: {headers['ETag']}\n"
+
+
+def test_a_cross_origin_page_may_update_with_if_match_and_read_the_etag(tmp_path):
+    origin = "https://plants.example"
+    with Server(tmp_path, "--cors-allow-origins", origin) as server:
+        token = server.first_token
+        status, headers, _ = server.request("OPTIONS", "/plants/1", headers={
+            "Origin": origin, "Access-Control-Request-Method": "PUT",
+            "Access-Control-Request-Headers": "authorization, content-type, if-match"})
+        assert status == 200
+        assert "PUT" in headers["Access-Control-Allow-Methods"]
+        assert "if-match" in headers["Access-Control-Allow-Headers"]
+        assert server.request("POST", "/plants", {"id": 1, "name": "a"}, token)[0] == 200
+        status, headers, _ = server.request("GET", "/plants/1", token=token,
+                                            headers={"Origin": origin})
+        assert status == 200 and "ETag" in headers["Access-Control-Expose-Headers"]

@@ -11,10 +11,11 @@ import time
 import pytest
 import webtest
 
-from conftest import assert_error
+from conftest import assert_error, resolve
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.http import etags
+from plant_store.http.schemas import PlantUpdateSchema
 from plant_store.stores import JsonFileStore, MemoryStore, Plant
 
 STRONG = re.compile(r'"[0-9a-f]{32}"')
@@ -312,3 +313,11 @@ def test_both_conditions_must_hold(app, fern):
 def test_get_with_a_stale_if_match_is_412(app, fern):
     assert_error(app.get("/plants/1", headers={"If-Match": '"stale"'}, status="*"), 412)
     assert app.get("/plants/1", headers={"If-Match": fern}, status=200).json["name"] == "Fern"
+
+
+def test_the_documents_plant_update_is_the_schemas():
+    documented = resolve({"$ref": "#/components/schemas/PlantUpdate"})
+    schema = PlantUpdateSchema()
+    assert set(documented["properties"]) == set(schema.fields) == {"id", "name", "tag"}
+    assert documented["required"] == ["name"]
+    assert documented["properties"]["id"]["format"] == "int64"

@@ -33,8 +33,8 @@ PUBLIC_PATHS = frozenset({"/", "/health", "/ready", "/openapi.json", "/docs"})
 PUBLIC_PREFIXES = ("/docs/",)
 QUIET_PATHS = PUBLIC_PATHS | {"/metrics"}
 # What a cross-origin page may read beyond the safe headers: the next page, the request
-# id, and why a request was refused or should wait.
-CORS_EXPOSED = ("Link", "X-Request-ID", "WWW-Authenticate", "Retry-After")
+# id, why a request was refused or should wait, and a plant's ETag (for its If-Match).
+CORS_EXPOSED = ("Link", "X-Request-ID", "WWW-Authenticate", "Retry-After", "ETag")
 
 
 def create_app(
@@ -91,7 +91,8 @@ def create_app(
         store, config.max_body_size, config.page_size, config.max_page_size,
         webhooks=config.webhook_urls, on_created=webhooks.wake if webhooks else None,
         on_unavailable=counted.unavailable))
-    app.add_route("/plants/{plant_id}", PlantResource(store, counted.unavailable))
+    app.add_route("/plants/{plant_id}", PlantResource(store, config.max_body_size,
+                                                      counted.unavailable))
     app.add_route("/", IndexResource())
     app.add_route("/health", HealthResource())
     app.add_route("/ready", ReadyResource(store))

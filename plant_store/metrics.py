@@ -51,7 +51,7 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS",
 UNMATCHED = "unmatched"
 REFUSALS = ("missing", "scheme", "invalid")  # no header, not Bearer, an unknown token
 OUTCOMES = ("delivered", "failed", "dead")  # dead: the last attempt allowed failed
-OPERATIONS = ("create", "delete", "list")
+OPERATIONS = ("create", "delete", "get", "list", "update")
 # Requests take a millisecond or so here; a slow fsync or database tens of them.
 LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 COMPACTION = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)

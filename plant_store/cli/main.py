@@ -16,6 +16,7 @@ import sys
 from plant_store import config, logs
 from plant_store.cli import args as cli_args
 from plant_store.cli import browse, transfer
+from plant_store.http import etags
 from plant_store.service import Service
 from plant_store.serving import server
 from plant_store.stores import (
@@ -184,6 +185,9 @@ def _plants(args: argparse.Namespace, cfg: config.Config) -> int:
             print(f"plant-store: there is no plant with id {plant_id}", file=sys.stderr)
             return 1
         sys.stdout.buffer.write(transfer.encode(plant))
+        sys.stdout.flush()
+        # On stderr: stdout stays one NewPlant, as 'plants import' reads it.
+        print(f"ETag: {etags.etag(plant)}", file=sys.stderr)
         return 0
     for plant in browse.walk(cfg, args.limit):  # no tag, no field: an empty one is a tag
         tag = "" if plant.tag is None else f"\t{logs.escape(plant.tag)}"

@@ -1,14 +1,16 @@
-"""The /plants resources: create (a NewPlant in, the Plant out), list (pages of Plants),
-and delete one plant by id."""
+"""The /plants resources: create (a NewPlant in, the Plant out), list (pages of Plants,
+all or one tag's), and fetch, update (conditionally, with If-Match) or delete one plant."""
 
 import re
 from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
 
 import falcon
 import orjson
 from marshmallow import ValidationError
 
-from plant_store.http import errors
+from plant_store.http import errors, etags
 from plant_store.http.forwarded import base_url
 from plant_store.http.json_fallback import reparse
 from plant_store.http.schemas import (
@@ -18,8 +20,10 @@ from plant_store.http.schemas import (
     dump_plant,
     id_from_text,
     load_new_plant,
+    load_plant_update,
 )
-from plant_store.stores import Conflict, Plant, Store, StoreUnavailable
+from plant_store.stores import Conflict, Plant, PreconditionFailed, Store, StoreUnavailable
+from plant_store.stores.base import Condition
 
 INT32_MAX = JsonInteger(32).maximum  # the bounds the schemas use
 _LIMIT = re.compile(r"[0-9]{1,10}")
@@ -34,6 +38,11 @@ CREATE_UNKNOWN = ("The store did not confirm the create in time; the plant may h
 DELETE_NOT_DONE = "The store cannot delete plants right now; the plant was kept."
 DELETE_UNKNOWN = ("The store did not confirm the delete in time; the plant may have been "
                   "deleted. Send the same request again: 404 then means it is gone.")
+UPDATE_NOT_DONE = "The store cannot update plants right now; the plant was not changed."
+UPDATE_UNKNOWN = ("The store did not confirm the update in time; the plant may have been "
+                  "updated. Send the same request again: it is safe, and answers 200 once "
+                  "the plant is as sent.")
+_CONDITION_RULE = "Must be * or a list of entity tags, as ETag headers give them."
 
 
 class PlantsResource:
@@ -52,10 +61,13 @@ class PlantsResource:
         self._on_created = on_created
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        unknown = sorted(set(req.params) - {"limit", "cursor"})
+        unknown = sorted(set(req.params) - {"limit", "cursor", "tag"})
         if unknown:
             raise falcon.HTTPBadRequest(
-                description=f"{unknown[0]}: Not a parameter here; use limit and cursor.")
+                description=f"{unknown[0]}: Not a parameter here; use limit, cursor and tag.")
+        tag = req.params.get("tag")
+        if not isinstance(tag, str | None):
+            raise _bad_param("tag", "Must be given once.")
         given = _query(req, "limit", _LIMIT, _LIMIT_RULE)
         limit = self._page_size if given is None else int(given)
         if not 1 <= limit <= INT32_MAX:
@@ -63,20 +75,25 @@ class PlantsResource:
         cursor = _query(req, "cursor", _CURSOR, "Must be a cursor from a Link header.")
         start = 0 if cursor is None else int(cursor)
         try:
-            plants, after = self._store.page(start, min(limit, self._max_page))
+            plants, after = self._store.page(start, min(limit, self._max_page), tag)
         except StoreUnavailable as exc:
             self._on_unavailable("list", exc)
             raise falcon.HTTPServiceUnavailable(
                 description="The store cannot list plants right now.") from None
         if after is not None:
-            resp.append_link(f"{base_url(req)}{req.path}?limit={limit}&cursor={after}", "next")
+            kept = "" if tag is None else f"&tag={quote(tag, safe='')}"  # the filter goes on
+            resp.append_link(
+                f"{base_url(req)}{req.path}?limit={limit}&cursor={after}{kept}", "next")
         resp.data = orjson.dumps([dump_plant(plant) for plant in plants])
         resp.content_type = falcon.MEDIA_JSON
 
     on_head = on_get  # the same answer, without its body (Falcon drops it)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        plant = self._load_new_plant(req)
+        try:
+            plant = load_new_plant(read_object(req, self._max_body, "a NewPlant"))
+        except ValidationError as exc:
+            raise falcon.HTTPBadRequest(description=describe(exc)) from None
         try:
             stored, created = self._store.create(plant, self._webhooks)
         except Conflict as exc:
@@ -92,64 +109,165 @@ class PlantsResource:
         resp.data = orjson.dumps(dump_plant(stored))
         resp.content_type = falcon.MEDIA_JSON
 
-    def _load_new_plant(self, req: falcon.Request) -> Plant:
-        content_type = req.content_type
-        if content_type != falcon.MEDIA_JSON and (  # the usual header, exactly, is not parsed
-                (content_type or "").partition(";")[0].strip().lower() != falcon.MEDIA_JSON):
-            raise falcon.HTTPUnsupportedMediaType(
-                description="The request body must be sent as Content-Type: application/json."
-            )
-        length = req.content_length
-        if length is not None and length > self._max_body:
-            raise _too_large(self._max_body)
-        # A server that dechunks without a Content-Length says so (PEP 3333 extension).
-        stream = req.stream if req.env.get("wsgi.input_terminated") else req.bounded_stream
-        body = stream.read(self._max_body + 1)
-        if len(body) > self._max_body:
-            raise _too_large(self._max_body)
-        if not body:
-            raise falcon.HTTPBadRequest(description="The request body is empty; send a NewPlant.")
-        try:
-            document = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            try:
-                document = reparse(body, exc)  # a number orjson cannot hold, say 1e400
-            except ValueError as refused:  # orjson's depth limit, or the fallback's (the same)
-                if "nested too deeply" in str(refused):
-                    raise falcon.HTTPBadRequest(description=(
-                        "The request body is nested deeper than 1024 levels.")) from None
-                raise falcon.HTTPBadRequest(
-                    description="The request body is not valid UTF-8 JSON."
-                ) from None
-        if not isinstance(document, dict):
-            raise falcon.HTTPBadRequest(
-                description="The request body must be a JSON object (a NewPlant)."
-            )
-        try:
-            return load_new_plant(document)
-        except ValidationError as exc:
-            raise falcon.HTTPBadRequest(description=describe(exc)) from None
-
 
 class PlantResource:
-    def __init__(self, store: Store, on_unavailable: Callable[[str, StoreUnavailable], None] =
+    """One plant: GET (with its ETag), PUT and DELETE, each conditional on If-Match and
+    If-None-Match (RFC 9110 13.2.2: a failed If-None-Match is 304 for a GET, 412 else)."""
+
+    def __init__(self, store: Store, max_body_size: int,
+                 on_unavailable: Callable[[str, StoreUnavailable], None] =
                  lambda op, exc: None) -> None:
         self._store = store
+        self._max_body = max_body_size
         self._on_unavailable = on_unavailable
 
-    def on_delete(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
-        number = id_from_text(plant_id)
-        if number is None:
-            raise _bad_param("id", ID_RULE)  # POST's words for it
+    def on_get(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
+        number = _plant_id(plant_id)
         try:
-            deleted = self._store.delete(number)
+            plant = self._store.get(number)
+        except StoreUnavailable as exc:
+            self._on_unavailable("get", exc)
+            raise falcon.HTTPServiceUnavailable(
+                description="The store cannot read plants right now.") from None
+        if plant is None:
+            raise _not_found(number)
+        match = _conditional(req, "If-Match", etags.if_match)
+        fresh = _conditional(req, "If-None-Match", etags.if_none_match)
+        if match is not None and not match(plant):
+            raise _changed(number)
+        resp.set_header("ETag", etags.etag(plant))
+        if fresh is not None and not fresh(plant):
+            resp.status = falcon.HTTP_304
+            return
+        resp.data = orjson.dumps(dump_plant(plant))
+        resp.content_type = falcon.MEDIA_JSON
+
+    on_head = on_get  # the same answer, without its body (Falcon drops it)
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
+        number = _plant_id(plant_id)
+        condition = _preconditions(req)
+        try:
+            plant = load_plant_update(read_object(req, self._max_body, "a Plant"), number)
+        except ValidationError as exc:
+            raise falcon.HTTPBadRequest(description=describe(exc)) from None
+        try:
+            done = self._store.update(plant, condition)
+        except PreconditionFailed as exc:
+            raise _failed(req, exc.stored) from None
+        except StoreUnavailable as exc:
+            self._on_unavailable("update", exc)
+            raise falcon.HTTPServiceUnavailable(description=UPDATE_UNKNOWN if exc.unknown
+                                                else UPDATE_NOT_DONE) from None
+        if done is None:
+            raise _not_found(number)
+        resp.set_header("ETag", etags.etag(done[0]))
+        resp.data = orjson.dumps(dump_plant(done[0]))
+        resp.content_type = falcon.MEDIA_JSON
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
+        number = _plant_id(plant_id)
+        condition = _preconditions(req)
+        try:
+            deleted = self._store.delete(number, condition)
+        except PreconditionFailed as exc:
+            raise _failed(req, exc.stored) from None
         except StoreUnavailable as exc:
             self._on_unavailable("delete", exc)
             raise falcon.HTTPServiceUnavailable(description=DELETE_UNKNOWN if exc.unknown
                                                 else DELETE_NOT_DONE) from None
         if not deleted:
-            raise falcon.HTTPNotFound(description=f"There is no plant with id {number}.")
+            raise _not_found(number)
         resp.status = falcon.HTTP_204
+
+
+def _plant_id(text: str) -> int:
+    number = id_from_text(text)
+    if number is None:
+        raise _bad_param("id", ID_RULE)  # POST's words for it
+    return number
+
+
+def _not_found(number: int) -> falcon.HTTPNotFound:
+    return falcon.HTTPNotFound(description=f"There is no plant with id {number}.")
+
+
+def _changed(number: int) -> falcon.HTTPPreconditionFailed:
+    return falcon.HTTPPreconditionFailed(description=(
+        f"Plant {number} has changed since that ETag (If-Match); nothing was changed. "
+        "GET it for its current ETag."))
+
+
+def _failed(req: falcon.Request, stored: Plant) -> falcon.HTTPPreconditionFailed:
+    """412 saying which header refused ``stored``."""
+    match = req.get_header("If-Match")
+    if match is not None and not etags.if_match(match, stored):
+        return _changed(stored.id)
+    return falcon.HTTPPreconditionFailed(description=(
+        f"Plant {stored.id} is stored, and If-None-Match names its ETag (or is *); "
+        "nothing was changed."))
+
+
+def _preconditions(req: falcon.Request) -> Condition | None:
+    """A write's condition: If-Match holds, and If-None-Match names no current ETag (so
+    "If-None-Match: *", which asks never to replace a stored plant, is a 412, not a write)."""
+    match = _conditional(req, "If-Match", etags.if_match)
+    fresh = _conditional(req, "If-None-Match", etags.if_none_match)
+    if match is None or fresh is None:
+        return match or fresh
+    return lambda plant: match(plant) and fresh(plant)
+
+
+def _conditional(req: falcon.Request, header: str,
+                 holds: Callable[[str, Plant], bool]) -> Condition | None:
+    """The condition that ``header`` (If-Match or If-None-Match) puts on the stored plant,
+    checked where the store decides; None without the header, 400 when it is malformed."""
+    value = req.get_header(header)
+    if value is None:
+        return None
+    try:
+        etags.parse(value)
+    except etags.Malformed:
+        raise _bad_param(header, _CONDITION_RULE) from None
+    return lambda plant: holds(value, plant)
+
+
+def read_object(req: falcon.Request, max_body: int, shape: str) -> dict[str, Any]:
+    """The request's JSON object body (``shape`` names it in errors): 415, 413 and 400 as
+    the contract gives them for any body."""
+    content_type = req.content_type
+    if content_type != falcon.MEDIA_JSON and (  # the usual header, exactly, is not parsed
+            (content_type or "").partition(";")[0].strip().lower() != falcon.MEDIA_JSON):
+        raise falcon.HTTPUnsupportedMediaType(
+            description="The request body must be sent as Content-Type: application/json."
+        )
+    length = req.content_length
+    if length is not None and length > max_body:
+        raise _too_large(max_body)
+    # A server that dechunks without a Content-Length says so (PEP 3333 extension).
+    stream = req.stream if req.env.get("wsgi.input_terminated") else req.bounded_stream
+    body = stream.read(max_body + 1)
+    if len(body) > max_body:
+        raise _too_large(max_body)
+    if not body:
+        raise falcon.HTTPBadRequest(description=f"The request body is empty; send {shape}.")
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        try:
+            document = reparse(body, exc)  # a number orjson cannot hold, say 1e400
+        except ValueError as refused:  # orjson's depth limit, or the fallback's (the same)
+            if "nested too deeply" in str(refused):
+                raise falcon.HTTPBadRequest(description=(
+                    "The request body is nested deeper than 1024 levels.")) from None
+            raise falcon.HTTPBadRequest(
+                description="The request body is not valid UTF-8 JSON."
+            ) from None
+    if not isinstance(document, dict):
+        raise falcon.HTTPBadRequest(
+            description=f"The request body must be a JSON object ({shape})."
+        )
+    return document
 
 
 def _too_large(limit: int) -> falcon.HTTPContentTooLarge:

@@ -54,12 +54,23 @@ class NewPlantSchema(PlantSchema):
         return Plant(data["id"], data["name"], data.get("tag"))
 
 
+class PlantUpdateSchema(PlantSchema):
+    """A PUT's body: a Plant, with the optional ``id`` that a client sends back as it
+    created it (it must name the plant in the path)."""
+
+    id = JsonInteger(64)
+
+    class Meta:
+        unknown = EXCLUDE
+
+
 class ErrorSchema(Schema):
     error = JsonInteger(32, required=True)
     message = fields.String(required=True)
 
 
 _new_plant = NewPlantSchema()
+_plant_update = PlantUpdateSchema()
 _new_tuple = tuple.__new__  # a Plant built in C; the named tuple's own __new__ is Python
 _ID = cast(JsonInteger, _new_plant.fields["id"])
 _ID_TEXT = re.compile(r"-?[0-9]{1,19}")  # ASCII digits: no '+1', ' 1', '1_000', no Arabic-Indic
@@ -87,6 +98,15 @@ def load_new_plant(document: dict[str, Any]) -> Plant:
         return _new_tuple(Plant, (plant_id, name, document.get("tag")))
     plant: Plant = _new_plant.load(document)  # the schema's post_load makes a Plant
     return plant
+
+
+def load_plant_update(document: dict[str, Any], plant_id: int) -> Plant:
+    """A PUT body for the plant ``plant_id``, as that Plant; ValidationError naming ``id``
+    when the body names another plant."""
+    data = _plant_update.load(document)
+    if data.get("id", plant_id) != plant_id:
+        raise ValidationError({"id": [f"Must be the id in the path, {plant_id}, or absent."]})
+    return Plant(plant_id, data["name"], data.get("tag"))
 
 
 def dump_plant(plant: Plant) -> dict[str, Any]:

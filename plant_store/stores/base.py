@@ -1,13 +1,15 @@
 """What every store promises, whatever keeps the data.
 
 A store maps an int64 id to a plant. ``create`` is idempotent: the same plant again is a
-replay, a different plant under a stored id is a :class:`Conflict`. A store that cannot
-write raises :class:`StoreUnavailable` and keeps nothing of the failed write. Beside the
-plants it keeps the webhook outbox, so a create and the deliveries it owes are one write.
+replay, a different plant under a stored id is a :class:`Conflict`. ``update`` is too: a
+plant already as asked is left alone, whatever its condition says (a retried update). A
+store that cannot write raises :class:`StoreUnavailable` and keeps nothing of the failed
+write. Beside the plants it keeps the webhook outbox, so a create and the deliveries it
+owes are one write.
 """
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -73,6 +75,19 @@ class Conflict(StoreError):
         self.stored = stored
 
 
+class PreconditionFailed(StoreError):
+    """A conditional update or delete found the plant changed; nothing was written."""
+
+    def __init__(self, stored: Plant) -> None:
+        super().__init__(f"plant {stored.id} is not as the condition expects")
+        self.stored = stored
+
+
+# A condition on the stored plant (an If-Match, say), checked under the store's lock or
+# row lock, so no other change comes between the check and the write.
+Condition = Callable[[Plant], bool]
+
+
 def kept(data: bytes) -> bytes:
     """A copy of ``data`` of its own size, for bytes kept as long as a plant: orjson 3.11
     and later return bytes that hold a buffer of about 4 KiB (4,120 bytes resident each,
@@ -87,6 +102,23 @@ def replay(stored: Plant, plant: Plant) -> Plant:
     return stored
 
 
+def needs_update(stored: Plant, plant: Plant, condition: Condition | None) -> bool:
+    """Whether an update of ``stored`` to ``plant`` writes: not when it is already done
+    (RFC 9110 13.1.1: a retried update answers as the first did); PreconditionFailed
+    when ``condition`` refuses the stored plant."""
+    if stored == plant:
+        return False
+    if condition is not None and not condition(stored):
+        raise PreconditionFailed(stored)
+    return True
+
+
+def check_delete(stored: Plant, condition: Condition | None) -> None:
+    """PreconditionFailed when ``condition`` refuses the plant a delete would remove."""
+    if condition is not None and not condition(stored):
+        raise PreconditionFailed(stored)
+
+
 class Store(abc.ABC):
     observer = StoreObserver()  # an app's metrics replace it on the store they serve
 
@@ -96,18 +128,26 @@ class Store(abc.ABC):
         create (not a replay) also owes a delivery of the NewPlant to each webhook URL."""
 
     @abc.abstractmethod
-    def delete(self, plant_id: int) -> bool:
-        """Remove the plant; False when no plant has that id. The id may be created again."""
+    def update(self, plant: Plant, condition: Condition | None = None) -> tuple[Plant, bool] | None:
+        """Replace the name and tag of the plant stored under ``plant.id``, keeping its place
+        in the creation order; return the stored plant and whether this call wrote, or None
+        when no plant has that id (an update never creates). See :func:`needs_update`."""
+
+    @abc.abstractmethod
+    def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
+        """Remove the plant; False when no plant has that id. The id may be created again.
+        PreconditionFailed (the plant kept) when ``condition`` refuses it."""
 
     @abc.abstractmethod
     def get(self, plant_id: int) -> Plant | None:
         """The plant stored under ``plant_id``, if any."""
 
     @abc.abstractmethod
-    def page(self, start: int, limit: int) -> tuple[list[Plant], int | None]:
-        """Up to ``limit`` plants in creation order from position ``start``, and the
-        position of the next page, or None when no more plants follow. Costs the page's
-        length, not the store's size."""
+    def page(self, start: int, limit: int,
+             tag: str | None = None) -> tuple[list[Plant], int | None]:
+        """Up to ``limit`` plants in creation order from position ``start`` (only those
+        tagged exactly ``tag``, unless it is None), and the position of the next page, or
+        None when no more plants follow. Costs the page's length, not the store's size."""
 
     @abc.abstractmethod
     def __len__(self) -> int:

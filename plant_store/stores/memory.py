@@ -15,9 +15,10 @@ import threading
 from collections.abc import Sequence
 
 from plant_store.stores import lock
-from plant_store.stores.base import Plant, Store, replay
+from plant_store.stores.base import Condition, Plant, Store, check_delete, needs_update, replay
 from plant_store.stores.order import CreationOrder
 from plant_store.stores.outbox import Delivery, Outbox, deliveries_for
+from plant_store.stores.tags import TagIndex
 
 
 class MemoryStore(Store):
@@ -27,6 +28,7 @@ class MemoryStore(Store):
         self._lock_fd = -1 if data_dir is None else lock.hold(data_dir, lock_timeout)
         self._plants: dict[int, tuple[int, str, str | None]] = {}
         self._order = CreationOrder()
+        self._tags = TagIndex()
         self._outbox = Outbox()
         self._lock = threading.Lock()
 
@@ -36,26 +38,46 @@ class MemoryStore(Store):
             if stored is None:
                 seq = self._order.add(plant.id)
                 self._plants[plant.id] = (seq, plant.name, plant.tag)
+                self._tags.add(plant.tag, seq, plant.id)
                 if webhooks:
                     for delivery in deliveries_for(plant, tuple(webhooks)):
                         self._outbox.add(delivery)
                 return plant, True
         return replay(Plant(plant.id, *stored[1:]), plant), False
 
-    def delete(self, plant_id: int) -> bool:
+    def update(self, plant: Plant, condition: Condition | None = None) -> tuple[Plant, bool] | None:
         with self._lock:
-            stored = self._plants.pop(plant_id, None)
-            if stored is not None:
-                self._order.remove(stored[0])
-        return stored is not None
+            stored = self._plants.get(plant.id)
+            if stored is None:
+                return None
+            seq, name, tag = stored
+            if not needs_update(Plant(plant.id, name, tag), plant, condition):
+                return plant, False
+            self._plants[plant.id] = (seq, plant.name, plant.tag)
+            self._tags.remove(stored[2], seq)
+            self._tags.add(plant.tag, seq, plant.id)
+        return plant, True
+
+    def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
+        with self._lock:
+            stored = self._plants.get(plant_id)
+            if stored is None:
+                return False
+            check_delete(Plant(plant_id, *stored[1:]), condition)
+            del self._plants[plant_id]
+            self._order.remove(stored[0])
+            self._tags.remove(stored[2], stored[0])
+        return True
 
     def get(self, plant_id: int) -> Plant | None:
         stored = self._plants.get(plant_id)
         return None if stored is None else Plant(plant_id, *stored[1:])
 
-    def page(self, start: int, limit: int) -> tuple[list[Plant], int | None]:
+    def page(self, start: int, limit: int,
+             tag: str | None = None) -> tuple[list[Plant], int | None]:
         with self._lock:
-            entries = self._order.page(start, limit)
+            entries = (self._order.page(start, limit) if tag is None
+                       else self._tags.page(tag, start, limit))
             plants = [Plant(plant_id, *self._plants[plant_id][1:])
                       for _, plant_id in entries[:limit]]
         return plants, entries[limit][0] if len(entries) > limit else None

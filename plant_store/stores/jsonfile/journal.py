@@ -4,6 +4,8 @@ One record a line, each a JSON object with an ``op``:
 
 - ``create``: a plant (``id``, ``name``, optional ``tag``), with the webhook deliveries it
   owes (``webhooks``: ``[{"id", "url"}]``) and, in a compacted file, its ``seq``;
+- ``update``: a plant's new ``name`` and optional ``tag`` (absent: none) under its ``id``;
+  it keeps its sequence number (a compacted file has its create record, as updated);
 - ``delete``: ``id``;
 - ``delivery``: an outcome (``state`` delivered/failed/dead/retry, ``error``) of ``id``;
 - ``compacted``: the first line of a compacted file, with the ``next_seq`` to go on from;
@@ -21,6 +23,7 @@ import orjson
 from plant_store.stores.base import Plant, StoreError, kept
 from plant_store.stores.order import CreationOrder
 from plant_store.stores.outbox import STATES, Delivery, Outbox, new_plant_json
+from plant_store.stores.tags import TagIndex
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -39,6 +42,13 @@ def encode_create(plant: Plant, deliveries: list[Delivery] | tuple[Delivery, ...
         record["webhooks"] = [{"id": d.id, "url": d.url} for d in deliveries]
     return kept(orjson.dumps(record))
 
+
+
+def encode_update(plant: Plant) -> bytes:
+    record = {"op": "update", "id": plant.id, "name": plant.name}
+    if plant.tag is not None:
+        record["tag"] = plant.tag
+    return orjson.dumps(record)
 
 
 def encode_delete(plant_id: int) -> bytes:
@@ -102,6 +112,7 @@ class Journal:
     path: str
     index: dict[int, tuple[int, bytes]]
     order: CreationOrder
+    tags: TagIndex
     outbox: Outbox
     size: int
     torn: int
@@ -115,12 +126,27 @@ class _Replay:
     def __init__(self) -> None:
         self.index: dict[int, tuple[int, bytes]] = {}
         self.seqs: dict[int, int] = {}  # seq -> id, made into a CreationOrder at the end
+        self.tag_seqs: dict[str, dict[int, int]] = {}  # the same, for each tag
         self.next_seq = 0
         self.outbox = Outbox()
         self.headers = 0
 
     def order(self) -> CreationOrder:
         return CreationOrder(self.seqs, self.next_seq)
+
+    def tags(self) -> TagIndex:
+        return TagIndex(self.tag_seqs)
+
+    def _untag(self, plant_id: int) -> int:
+        """Take ``plant_id`` out of its tag's order; its sequence number."""
+        seq, line = self.index[plant_id]
+        tag = orjson.loads(line).get("tag")
+        if tag is not None:
+            seqs = self.tag_seqs[tag]
+            del seqs[seq]
+            if not seqs:
+                del self.tag_seqs[tag]
+        return seq
 
     def apply(self, line: bytes, record: dict[str, Any]) -> None:
         op = record.get("op")
@@ -130,7 +156,16 @@ class _Replay:
             plant_id = _int(record, "id")
             if plant_id not in self.index:
                 raise ValueError(f"id {plant_id} is deleted but not stored")
-            del self.seqs[self.index.pop(plant_id)[0]]
+            del self.seqs[self._untag(plant_id)]
+            del self.index[plant_id]
+        elif op == "update":
+            plant = Plant(*_plant_fields(record))
+            if plant.id not in self.index:
+                raise ValueError(f"id {plant.id} is updated but not stored")
+            seq = self._untag(plant.id)
+            self.index[plant.id] = (seq, encode_create(plant))
+            if plant.tag is not None:
+                self.tag_seqs.setdefault(plant.tag, {})[seq] = plant.id
         elif op == "delivery":
             state = record.get("state")
             if state not in STATES:
@@ -174,6 +209,8 @@ class _Replay:
         self.next_seq = max(self.next_seq, seq + 1)
         self.seqs[seq] = plant_id
         self.index[plant_id] = (seq, line)
+        if tag is not None:
+            self.tag_seqs.setdefault(tag, {})[seq] = plant_id
 
     def _owe(self, plant: Plant, webhooks: Any) -> None:  # checked here: JSON as read
         if type(webhooks) is not list or not all(type(hook) is dict for hook in webhooks):
@@ -199,9 +236,9 @@ def read(path: str, data: bytes) -> Journal:
             state.apply(line, record)
         except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
             if lineno == last and not tail:
-                return Journal(path, state.index, state.order(), state.outbox, size,
+                return Journal(path, state.index, state.order(), state.tags(), state.outbox, size,
                                len(data) - size, lineno - 1 - state.headers)
             raise CorruptJournal(path, lineno, str(exc)) from None
         size += len(line) + 1
-    return Journal(path, state.index, state.order(), state.outbox, size, len(tail),
+    return Journal(path, state.index, state.order(), state.tags(), state.outbox, size, len(tail),
                    last - state.headers)

@@ -21,10 +21,13 @@ from collections.abc import Callable, Sequence
 
 from plant_store.stores import lock
 from plant_store.stores.base import (
+    Condition,
     DataDirError,
     Plant,
     Store,
     StoreUnavailable,
+    check_delete,
+    needs_update,
     replay,
 )
 from plant_store.stores.jsonfile import journal
@@ -65,6 +68,8 @@ class JsonFileStore(Store):
                               on_sync=lambda seconds: self.observer.wrote(seconds))
         self._cond = self._log.cond
         self._index, self._order, self._outbox = state.index, state.order, state.outbox
+        self._tags = state.tags
+        self._updating: set[int] = set()  # ids whose update is appended, not yet durable
         self._records = state.records
         self._compacting = threading.Lock()
         self._compactor: threading.Thread | None = None
@@ -89,6 +94,7 @@ class JsonFileStore(Store):
             def apply() -> Callable[[], None]:
                 seq = self._order.add(plant.id)
                 self._index[plant.id] = (seq, record)
+                self._tags.add(plant.tag, seq, plant.id)
                 for delivery in owed:
                     self._outbox.add(delivery)
                 self._records += 1
@@ -96,6 +102,7 @@ class JsonFileStore(Store):
                 def undo() -> None:
                     del self._index[plant.id]
                     self._order.remove(seq)
+                    self._tags.remove(plant.tag, seq)
                     for delivery in owed:
                         self._outbox.remove(delivery.id)
                     self._records -= 1
@@ -104,22 +111,63 @@ class JsonFileStore(Store):
             self._log.commit(line, plant.id, apply)
         return plant, True
 
-    def delete(self, plant_id: int) -> bool:
+    def update(self, plant: Plant, condition: Condition | None = None) -> tuple[Plant, bool] | None:
+        """The journal gets an update record; the index the plant's create record, as a
+        compaction would write it, at the plant's own sequence number."""
+        line = journal.encode_update(plant)
+        record = journal.encode_create(plant)
+        with self._cond:
+            self._log.wait_for(plant.id)
+            stored = self._index.get(plant.id)
+            if stored is None:
+                return None
+            seq = stored[0]
+            before = journal.decode_plant(stored[1])
+            if not needs_update(before, plant, condition):
+                return plant, False
+
+            def apply() -> Callable[[], None]:
+                self._index[plant.id] = (seq, record)
+                self._tags.remove(before.tag, seq)
+                self._tags.add(plant.tag, seq, plant.id)
+                self._updating.add(plant.id)
+                self._records += 1
+
+                def undo() -> None:
+                    self._index[plant.id] = stored
+                    self._tags.remove(plant.tag, seq)
+                    self._tags.add(before.tag, seq, plant.id)
+                    self._records -= 1
+                return undo
+
+            try:
+                self._log.commit(line, plant.id, apply)
+            finally:
+                self._updating.discard(plant.id)
+        self._maybe_compact()
+        return plant, True
+
+    def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
         line = journal.encode_delete(plant_id)
         with self._cond:
             self._log.wait_for(plant_id)
             stored = self._index.get(plant_id)
             if stored is None:
                 return False
+            before = journal.decode_plant(stored[1])
+            check_delete(before, condition)
+            tag = before.tag
 
             def apply() -> Callable[[], None]:
                 del self._index[plant_id]
                 self._order.remove(stored[0])
+                self._tags.remove(tag, stored[0])
                 self._records += 1
 
                 def undo() -> None:
                     self._index[plant_id] = stored
                     self._order.add(plant_id, stored[0])
+                    self._tags.add(tag, stored[0], plant_id)
                     self._records -= 1
                 return undo
 
@@ -128,15 +176,27 @@ class JsonFileStore(Store):
         return True
 
     def get(self, plant_id: int) -> Plant | None:
-        stored = self._index.get(plant_id)
+        """Only a durable plant: a change of it still being written is waited for."""
+        with self._cond:
+            self._log.wait_for(plant_id)
+            stored = self._index.get(plant_id)
         return None if stored is None else journal.decode_plant(stored[1])
 
-    def page(self, start: int, limit: int) -> tuple[list[Plant], int | None]:
-        """Only durable plants are listed: a page stops where unsynced creates begin."""
+    def page(self, start: int, limit: int,
+             tag: str | None = None) -> tuple[list[Plant], int | None]:
+        """Only durable plants are listed: a page stops where unsynced creates begin, and
+        waits for an unsynced update within it."""
         with self._cond:
-            if self._log.broken:
-                raise StoreUnavailable(self._log.broken, "broken")
-            entries = self._order.page(start, limit)
+            while True:
+                if self._log.broken:
+                    raise StoreUnavailable(self._log.broken, "broken")
+                entries = (self._order.page(start, limit) if tag is None
+                           else self._tags.page(tag, start, limit))
+                updating = next((plant_id for _, plant_id in entries
+                                 if plant_id in self._updating), None)
+                if updating is None:
+                    break
+                self._log.wait_for(updating)
             for n, (_, plant_id) in enumerate(entries):
                 if self._log.pending(plant_id):  # in the order, so an unsynced create
                     del entries[n:]

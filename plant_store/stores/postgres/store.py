@@ -49,11 +49,15 @@ from psycopg_pool import PoolTimeout
 
 from plant_store.logs import Throttle
 from plant_store.stores.base import (
+    Condition,
     Conflict,
     Plant,
+    PreconditionFailed,
     Store,
     StoreError,
     StoreUnavailable,
+    check_delete,
+    needs_update,
     replay,
 )
 from plant_store.stores.outbox import Delivery, deliveries_for
@@ -74,11 +78,13 @@ from plant_store.util.words import counted
 
 log = logging.getLogger(__name__)
 
-WRITES = frozenset({"create", "create_one", "delete", "hold_lane", "free_lane", "begin_attempt",
-                    "delivered", "failed", "retry", "retry_dead"})
-# Settled by trying again: a create replays, a delete asks its token, a read reads again.
-SETTLED_BY_RETRY = frozenset({"create", "create_one", "delete", "get", "page", "count",
-                              "due", "dead", "outbox", "outbox_counts", "rebase", "forget_deletes",
+WRITES = frozenset({"create", "create_one", "delete", "update", "hold_lane", "free_lane",
+                    "begin_attempt", "delivered", "failed", "retry", "retry_dead"})
+# Settled by trying again: a create replays, a delete asks its token, an update meets its
+# own write (the query), a read reads again.
+SETTLED_BY_RETRY = frozenset({"create", "create_one", "delete", "update", "get", "page",
+                              "page_tag", "count", "due", "dead", "outbox", "outbox_counts",
+                              "rebase", "forget_deletes",
                               "lanes", "lane", "hold_lane", "free_lane"})
 RECONNECT_EVERY = 1.0  # seconds: the most the pool waits between attempts to reconnect
 FORGET_EVERY = 1024  # deletes between clean-ups of old delete tokens
@@ -378,37 +384,96 @@ class PostgresStore(Store):
         raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention",
                                unknown=op.unsettled)
 
-    def delete(self, plant_id: int) -> bool:
-        params = {"id": plant_id, "token": uuid.uuid4()}
+    def update(self, plant: Plant, condition: Condition | None = None) -> tuple[Plant, bool] | None:
+        """Read, decide, then compare and set (the update query): a plant changed between
+        the read and the write is read again and decided anew, within the deadline."""
         op = _Operation(time.monotonic() + self._timeout)
-        # A retry's note of the token meets an earlier attempt's (committed, or waited for
-        # while it commits) and answers what that attempt did: see the query.
-        # The delete query answers one row, deleted or not: fetchone() is never None.
-        deleted: bool = self._run(
-            "delete", params, lambda cur: cur.fetchone()[0], op)  # type: ignore[index]
-        if next(self._deletes) % FORGET_EVERY == 0:
+        while True:
+            stored = self._read(plant.id, op)
             try:
-                self._run("forget_deletes", {}, lambda cur: None)
-            except StoreUnavailable as exc:
-                log.warning("%s: old delete tokens were not removed: %s", self.where, exc)
-        return deleted
+                if stored is None:
+                    return None
+                changes = needs_update(stored, plant, condition)
+            except PreconditionFailed:
+                if op.unsettled:  # an earlier try of ours may be what changed it
+                    raise self._unknown("update") from None
+                raise
+            params = {"id": plant.id, "name": plant.name.encode(), "tag": _utf8(plant.tag),
+                      "was_name": stored.name.encode(), "was_tag": _utf8(stored.tag)}
+            if self._run("update", params, lambda cur: cur.fetchone() is not None, op):
+                return plant, changes
+            self._check_deadline(op, "update")
 
-    def get(self, plant_id: int) -> Plant | None:
-        row = self._run("get", {"id": plant_id}, lambda cur: cur.fetchone())
+    def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
+        op = _Operation(time.monotonic() + self._timeout)
+        while True:
+            stored = None
+            if condition is not None:
+                stored = self._read(plant_id, op)
+                if stored is None:
+                    return False
+                check_delete(stored, condition)
+            params = {"id": plant_id, "token": uuid.uuid4(), "conditional": stored is not None,
+                      "was_name": None if stored is None else stored.name.encode(),
+                      "was_tag": None if stored is None else _utf8(stored.tag)}
+            # A retry's note of the token meets an earlier attempt's (committed, or waited
+            # for while it commits) and answers what that attempt did: see the query.
+            # The delete query answers one row, deleted or not: fetchone() is never None.
+            deleted: bool = self._run(
+                "delete", params, lambda cur: cur.fetchone()[0], op)  # type: ignore[index]
+            if next(self._deletes) % FORGET_EVERY == 0:
+                try:
+                    self._run("forget_deletes", {}, lambda cur: None)
+                except StoreUnavailable as exc:
+                    log.warning("%s: old delete tokens were not removed: %s", self.where, exc)
+            if deleted or stored is None:
+                return deleted
+            self._check_deadline(op, "delete")  # changed or gone since read: decide anew
+
+    def _read(self, plant_id: int, op: "_Operation") -> Plant | None:
+        row = self._run("get", {"id": plant_id}, lambda cur: cur.fetchone(), op)
         return None if row is None else _plant(plant_id, *row)
 
-    def page(self, start: int, limit: int) -> tuple[list[Plant], int | None]:
+    def _check_deadline(self, op: "_Operation", name: str) -> None:
+        """A conditional write that keeps finding the plant changed ends by its deadline."""
+        if time.monotonic() >= op.deadline:
+            if op.unsettled:
+                raise self._unknown(name)
+            raise StoreUnavailable(f"{self.where}: the plant kept changing", "contention")
+
+    def get(self, plant_id: int) -> Plant | None:
+        return self._read(plant_id, _Operation(time.monotonic() + self._timeout))
+
+    def page(self, start: int, limit: int,
+             tag: str | None = None) -> tuple[list[Plant], int | None]:
         op = _Operation(time.monotonic() + self._timeout)
-        for _ in range(3):
-            rows = self._run("page", {"start": start, "limit": limit + 1},
-                             lambda cur: cur.fetchall(), op)
-            if not rows or rows[-1][0] is not None:
-                break
-            self._rebase(op)
+        if tag is None:
+            rows = self._page_rows("page", {"start": start, "limit": limit + 1}, op)
         else:
-            raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention")
+            rows = self._tag_rows(tag.encode(), start, limit + 1, op)
         plants = [_plant(plant_id, name, tag) for plant_id, name, tag, _ in rows[:limit]]
         return plants, rows[limit][3] if len(rows) > limit else None
+
+    def _tag_rows(self, tag: bytes, start: int, wanted: int, op: "_Operation") -> list[Any]:
+        """Up to ``wanted`` rows of ``tag``'s plants from ``start``; the query finds them by
+        the tag's digest, and rows of another tag with the same digest are dropped here."""
+        rows: list[Any] = []
+        while True:
+            asked = wanted - len(rows)
+            found = self._page_rows("page_tag", {"tag": tag, "start": start, "limit": asked},
+                                    op)
+            rows += [row for row in found if row[2] == tag]
+            if len(found) < asked or len(rows) >= wanted:
+                return rows
+            start = found[-1][3] + 1
+
+    def _page_rows(self, query: str, params: dict[str, Any], op: "_Operation") -> list[Any]:
+        for _ in range(3):
+            rows: list[Any] = self._run(query, params, lambda cur: cur.fetchall(), op)
+            if not rows or rows[-1][0] is not None:
+                return rows
+            self._rebase(op)
+        raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention")
 
     def _rebase(self, op: "_Operation") -> None:
         self._run("rebase", {"force": False}, lambda cur: cur.rowcount, op)

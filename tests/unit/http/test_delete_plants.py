@@ -43,6 +43,6 @@ def test_delete_needs_the_token(app):
 
 
 def test_other_methods_on_one_plant_are_405_with_allow(app):
-    response = app.get("/plants/1", expect_errors=True)
+    response = app.post("/plants/1", expect_errors=True)
     assert_error(response, 405)
-    assert response.headers["Allow"] == "DELETE, OPTIONS"
+    assert response.headers["Allow"] == "DELETE, GET, HEAD, PUT, OPTIONS"

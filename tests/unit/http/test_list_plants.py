@@ -83,7 +83,7 @@ def test_a_bad_cursor_is_400_naming_it(small_pages, query):
 
 def test_an_unknown_parameter_is_400_naming_it(small_pages):
     message = assert_error(small_pages.get("/plants?page=2", status="*"), 400)
-    assert message == "page: Not a parameter here; use limit and cursor."
+    assert message == "page: Not a parameter here; use limit, cursor and tag."
 
 
 def test_listing_needs_the_token(small_pages):

@@ -80,18 +80,38 @@ SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock);
 -- and notes the token; answers whether the token deleted it, now or before. The token is
 -- written whatever the outcome, so every answer, "not found" included, waits for a
 -- synchronous standby: a plant another session deleted, committed here but not yet
--- confirmed there, is not called gone before it is.
+-- confirmed there, is not called gone before it is. A conditional delete (If-Match) names
+-- the plant as the store checked it (was_name, was_tag): a plant changed since is kept,
+-- and the store reads it again and decides anew.
 WITH prior AS (
     SELECT deleted FROM plant_store_deletes WHERE token = %(token)s
 ), gone AS (
     DELETE FROM plant_store_plants
     WHERE id = %(id)s AND NOT EXISTS (SELECT FROM prior)
+      AND (NOT %(conditional)s
+           OR (name = %(was_name)s AND tag IS NOT DISTINCT FROM %(was_tag)s))
     RETURNING id
 )
 INSERT INTO plant_store_deletes AS d (token, deleted)
 VALUES (%(token)s, EXISTS (SELECT FROM gone) OR coalesce((SELECT deleted FROM prior), false))
 ON CONFLICT (token) DO UPDATE SET noted_at = excluded.noted_at
 RETURNING d.deleted;
+
+-- name: update
+-- Compare and set: the plant's new name and tag, written only if it is still as the
+-- store read it (was_name, was_tag) or already as asked. So two conditional updates that
+-- read the same plant cannot both win (the second waits for the first's row lock, then
+-- finds the row changed: no row, and the store reads it again and decides anew), and a
+-- retry after a broken connection meets its own earlier write and answers as it would
+-- have. A plant already as asked is written over with itself: the commit then waits for
+-- a synchronous standby, so a retried update is not confirmed before the first one is.
+-- The position is never touched: an updated plant keeps its place in the listing.
+UPDATE plant_store_plants
+SET name = %(name)s, tag = %(tag)s
+WHERE id = %(id)s
+  AND ((name = %(was_name)s AND tag IS NOT DISTINCT FROM %(was_tag)s)
+       OR (name = %(name)s AND tag IS NOT DISTINCT FROM %(tag)s))
+RETURNING true;
 
 -- name: forget_deletes
 -- Tokens outlive any retry of their delete by far (a retry ends within the deadline).
@@ -112,6 +132,31 @@ WITH clock AS (
  WHERE p.position >= %(start)s
    AND p.position < clock.base + (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 10)
  ORDER BY p.position
+ LIMIT %(limit)s)
+UNION ALL
+SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock)
+ORDER BY 4;
+
+-- name: page_tag
+-- The page above, of the plants whose tag has the digest of the one asked for: a range
+-- scan of the index on (md5(tag), position), so a page costs its length whatever the table
+-- holds. The store drops the rows of another tag with the same digest (one made so on
+-- purpose) and asks on: a "p.tag = ..." here would be counted by the planner as a second
+-- condition as selective as the first, and the tiny estimate made it sort a whole tag's
+-- rows for each page. For the same reason the range is a row comparison, in the index's
+-- own order: only an index scan in that order can take it, never a bitmap scan and a sort
+-- (which the planner chose at times for a rare tag, at a cost growing with the tag).
+-- Only below the horizon: every transaction with a smaller id has ended, so nothing can
+-- appear later before the positions listed. A row of NULLs (sorted last) says the clock
+-- is stale: the store rebases and asks again.
+WITH clock AS (
+    SELECT c.base FROM plant_store_batch_clock AS c JOIN plant_store_here AS h
+        ON c.system_identifier = h.system_identifier AND c.timeline = h.timeline
+)
+(SELECT p.id, p.name, p.tag, p.position FROM plant_store_plants AS p, clock
+ WHERE (md5(p.tag), p.position) >= (md5(%(tag)s), %(start)s) AND md5(p.tag) <= md5(%(tag)s)
+   AND p.position < clock.base + (pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 10)
+ ORDER BY md5(p.tag), p.position
  LIMIT %(limit)s)
 UNION ALL
 SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock)

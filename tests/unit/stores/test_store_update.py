@@ -1,0 +1,306 @@
+"""Store.update, conditional deletes and the tag index, on the memory and JSON-file stores
+(PostgreSQL: tests/integration/test_postgres_update.py)."""
+
+import io
+import os
+import pathlib
+import threading
+import time
+
+import pytest
+
+from conftest import FaultyStore
+from plant_store.cli import transfer
+from plant_store.stores import (
+    Conflict,
+    JsonFileStore,
+    MemoryStore,
+    Plant,
+    PreconditionFailed,
+    StoreUnavailable,
+)
+from plant_store.stores.jsonfile import journal
+from plant_store.stores.jsonfile.journal import CorruptJournal
+
+
+STORE_KINDS = ()  # the store fixture below: the data directory is tmp_path itself
+
+
+@pytest.fixture(params=["memory", "jsonfile"])
+def store(request, tmp_path):
+    store = MemoryStore() if request.param == "memory" else JsonFileStore(str(tmp_path))
+    yield store
+    store.close()
+
+
+def test_update_replaces_name_and_tag_and_keeps_the_place(store):
+    for plant_id in (3, 1, 2):
+        store.create(Plant(plant_id, f"p{plant_id}", "old"))
+    assert store.update(Plant(1, "new", None)) == (Plant(1, "new", None), True)
+    assert store.get(1) == Plant(1, "new", None)
+    assert store.page(0, 10)[0] == [Plant(3, "p3", "old"), Plant(1, "new", None),
+                                    Plant(2, "p2", "old")]
+
+
+def test_update_never_creates(store):
+    assert store.update(Plant(7, "x")) is None
+    assert store.get(7) is None and len(store) == 0
+
+
+def test_an_update_to_the_stored_plant_writes_nothing_whatever_the_condition(store):
+    store.create(Plant(1, "a", "t"))
+    assert store.update(Plant(1, "a", "t"), lambda plant: False) == (Plant(1, "a", "t"), False)
+
+
+def test_a_refused_condition_changes_nothing(store):
+    store.create(Plant(1, "a", "t"))
+    with pytest.raises(PreconditionFailed) as failed:
+        store.update(Plant(1, "b"), lambda plant: plant.name == "other")
+    assert failed.value.stored == Plant(1, "a", "t")
+    assert store.get(1) == Plant(1, "a", "t")
+    assert store.page(0, 10, "t")[0] == [Plant(1, "a", "t")]
+
+
+def test_the_condition_sees_the_stored_plant(store):
+    store.create(Plant(1, "a", "t"))
+    seen = []
+    store.update(Plant(1, "b"), lambda plant: seen.append(plant) or True)
+    assert seen == [Plant(1, "a", "t")]
+
+
+def test_a_create_after_an_update_replays_the_new_plant_and_conflicts_with_the_old(store):
+    store.create(Plant(1, "a", "t"))
+    store.update(Plant(1, "b", "u"))
+    assert store.create(Plant(1, "b", "u")) == (Plant(1, "b", "u"), False)
+    with pytest.raises(Conflict):
+        store.create(Plant(1, "a", "t"))
+
+
+def test_a_conditional_delete(store):
+    store.create(Plant(1, "a", "t"))
+    with pytest.raises(PreconditionFailed):
+        store.delete(1, lambda plant: False)
+    assert store.get(1) == Plant(1, "a", "t")
+    assert store.delete(1, lambda plant: plant.name == "a") is True
+    assert store.delete(1, lambda plant: True) is False
+    assert store.page(0, 10, "t") == ([], None)
+
+
+def test_tag_pages_are_exact_in_creation_order_and_cursored(store):
+    tags = ["a", "A", "", None, "a ", "a"]
+    for plant_id, tag in enumerate(tags * 3):
+        store.create(Plant(100 - plant_id, f"p{plant_id}", tag))
+    page, after = store.page(0, 2, "a")
+    assert [p.id for p in page] == [100, 95] and after is not None
+    page, after = store.page(after, 2, "a")
+    assert [p.id for p in page] == [94, 89]
+    page, after = store.page(after, 2, "a")
+    assert [p.id for p in page] == [88, 83] and after is None
+    assert [p.id for p in store.page(0, 10, "")[0]] == [98, 92, 86]
+    assert store.page(0, 10, "b") == ([], None)
+
+
+def test_a_retag_moves_the_plant_between_tag_pages_in_its_place(store):
+    for plant_id in range(5):
+        store.create(Plant(plant_id, "p", "even" if plant_id % 2 == 0 else "odd"))
+    store.update(Plant(3, "p", "even"))
+    store.update(Plant(0, "p"))
+    assert [p.id for p in store.page(0, 10, "even")[0]] == [2, 3, 4]
+    assert [p.id for p in store.page(0, 10, "odd")[0]] == [1]
+    store.update(Plant(3, "p", "odd"))
+    assert [p.id for p in store.page(0, 10, "odd")[0]] == [1, 3]
+    store.delete(1)
+    assert [p.id for p in store.page(0, 10, "odd")[0]] == [3]
+
+
+def test_many_plants_in_one_tag_and_back(store):
+    for plant_id in range(3000):
+        store.create(Plant(plant_id, "p", "t"))
+    for plant_id in range(0, 3000, 2):
+        store.update(Plant(plant_id, "p", "u"))
+    assert [p.id for p in store.page(0, 5, "t")[0]] == [1, 3, 5, 7, 9]
+    for plant_id in range(0, 3000, 2):
+        store.update(Plant(plant_id, "p", "t"))
+    assert [p.id for p in store.page(0, 5, "t")[0]] == [0, 1, 2, 3, 4]
+    assert store.page(0, 5, "u") == ([], None)
+
+
+# The JSON file: the journal and compaction carry updates.
+
+
+def reopened(store):
+    store.close()
+    return JsonFileStore(store.data_dir)
+
+
+def test_updates_survive_a_reopen_with_their_place_and_tags(tmp_path):
+    store = JsonFileStore(str(tmp_path))
+    for plant_id in range(4):
+        store.create(Plant(plant_id, f"p{plant_id}", "t"))
+    store.update(Plant(1, "one", "u"))
+    store.update(Plant(2, "two"))
+    store.update(Plant(1, "uno", "u"))
+    store.delete(3)
+    store = reopened(store)
+    try:
+        assert store.page(0, 10)[0] == [Plant(0, "p0", "t"), Plant(1, "uno", "u"),
+                                        Plant(2, "two")]
+        assert store.page(0, 10, "t")[0] == [Plant(0, "p0", "t")]
+        assert store.page(0, 10, "u")[0] == [Plant(1, "uno", "u")]
+        store.create(Plant(9, "nine", "u"))  # creation order goes on after the updated
+        assert [p.id for p in store.page(0, 10, "u")[0]] == [1, 9]
+    finally:
+        store.close()
+
+
+def test_compaction_keeps_the_updated_plants(tmp_path):
+    store = JsonFileStore(str(tmp_path))
+    for plant_id in range(4):
+        store.create(Plant(plant_id, f"p{plant_id}", "t"))
+    for round_ in range(5):
+        store.update(Plant(2, f"two {round_}", "u"))
+    store.compact()
+    store.update(Plant(0, "zero"))  # after the compaction, in its file
+    store = reopened(store)
+    try:
+        assert store.page(0, 10)[0] == [Plant(0, "zero"), Plant(1, "p1", "t"),
+                                        Plant(2, "two 4", "u"), Plant(3, "p3", "t")]
+        assert [p.id for p in store.page(0, 10, "t")[0]] == [1, 3]
+        lines = pathlib.Path(store.path).read_bytes().count(b"\n")
+        assert lines == 1 + 4 + 1  # header, the plants, the update after
+    finally:
+        store.close()
+
+
+def test_an_equal_update_appends_nothing(tmp_path):
+    with JsonFileStore(str(tmp_path)) as store:
+        store.create(Plant(1, "a", "t"))
+        size = os.path.getsize(store.path)
+        store.update(Plant(1, "a", "t"))
+        assert os.path.getsize(store.path) == size
+
+
+def test_a_torn_update_leaves_the_old_plant(tmp_path):
+    """A crash mid-update: the last line torn at any byte is dropped, the plant as it was."""
+    with JsonFileStore(str(tmp_path)) as store:
+        store.create(Plant(1, "a", "t"))
+        path = store.path
+    whole = pathlib.Path(path).read_bytes()
+    line = journal.encode_update(Plant(1, "b \U0001f331", "u")) + b"\n"
+    for cut in range(1, len(line)):
+        with open(path, "wb") as fh:
+            fh.write(whole + line[:cut])
+        with JsonFileStore(str(tmp_path)) as store:
+            assert store.get(1) == Plant(1, "a", "t"), cut
+            assert store.page(0, 10, "t")[0] == [Plant(1, "a", "t")]
+    with open(path, "wb") as fh:
+        fh.write(whole + line)
+    with JsonFileStore(str(tmp_path)) as store:
+        assert store.get(1) == Plant(1, "b \U0001f331", "u")
+
+
+def test_an_update_of_a_plant_not_stored_is_corruption(tmp_path):
+    path = tmp_path / "plants.jsonl"
+    path.write_bytes(journal.encode_update(Plant(1, "b")) + b"\n"
+                     + journal.encode_create(Plant(2, "c")) + b"\n")
+    with pytest.raises(CorruptJournal, match="line 1"):
+        JsonFileStore(str(tmp_path))
+
+
+@pytest.mark.parametrize("fault", ["fail_write", "fail_fsync"])
+def test_a_failed_update_is_undone(tmp_path, fault):
+    store = FaultyStore(str(tmp_path))
+    try:
+        store.create(Plant(1, "a", "t"))
+        store.create(Plant(2, "b", "t"))
+        setattr(store, fault, True)
+        with pytest.raises(StoreUnavailable):
+            store.update(Plant(1, "changed", "u"))
+    finally:
+        store.close()
+    with JsonFileStore(str(tmp_path)) as store:
+        assert store.get(1) == Plant(1, "a", "t")
+        assert [p.id for p in store.page(0, 10, "t")[0]] == [1, 2]
+        assert store.page(0, 10, "u") == ([], None)
+
+
+def test_export_and_import_carry_the_current_state(store, tmp_path):
+    """An export after updates has the plants as they are now, in their places; imported
+    into another store, they are as they were exported (and in that order)."""
+    for plant_id in range(3):
+        store.create(Plant(plant_id, f"p{plant_id}", "old"))
+    store.update(Plant(1, "one", "new"))
+    store.update(Plant(0, "zero"))
+    out = io.BytesIO()
+    assert transfer.export(store, out) == 3
+    assert out.getvalue().splitlines() == [
+        b'{"id":0,"name":"zero"}', b'{"id":1,"name":"one","tag":"new"}',
+        b'{"id":2,"name":"p2","tag":"old"}']
+    with MemoryStore() as other:
+        transfer.import_lines(other, io.BytesIO(out.getvalue()), 65536)
+        assert other.page(0, 10)[0] == store.page(0, 10)[0]
+        assert other.page(0, 10, "new")[0] == [Plant(1, "one", "new")]
+
+
+def test_sixteen_threads_of_conditional_updates_make_one_history(store):
+    """Each thread reads the plant and updates it on condition it is still what it read:
+    every update that is done moves the plant on from the state its thread read, never two
+    from one state."""
+    store.create(Plant(1, "start"))
+    won, lost = [], []
+    barrier = threading.Barrier(16)
+
+    def client(n):
+        barrier.wait()
+        for round_ in range(20):
+            seen = store.get(1)
+            new = Plant(1, f"{n} {round_}")
+            try:
+                store.update(new, lambda plant, seen=seen: plant == seen)
+                won.append((seen.name, new.name))
+            except PreconditionFailed:
+                lost.append(new)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    steps = dict(won)
+    assert len(steps) == len(won) and len(won) + len(lost) == 16 * 20
+    at, chain = "start", 0
+    while at in steps:
+        at, chain = steps[at], chain + 1
+    assert chain == len(won) and store.get(1).name == at
+
+
+def test_a_read_never_sees_an_update_before_it_is_durable(tmp_path):
+    synced = threading.Event()
+
+    class SlowFsync(JsonFileStore):
+        def _fsync_fd(self, fd):
+            synced.wait(10)
+            JsonFileStore._fsync_fd(fd)
+
+    synced.set()
+    store = SlowFsync(str(tmp_path))
+    try:
+        store.create(Plant(1, "old", "t"))
+        synced.clear()
+        writer = threading.Thread(target=store.update, args=(Plant(1, "new", "t"),))
+        writer.start()
+        time.sleep(0.1)
+        seen = []
+        readers = [threading.Thread(target=lambda: seen.append(store.get(1))),
+                   threading.Thread(target=lambda: seen.append(store.page(0, 10, "t")[0][0]))]
+        for reader in readers:
+            reader.start()
+        time.sleep(0.2)
+        assert seen == []  # both wait for the fsync, rather than show what may be undone
+        synced.set()
+        for thread in [writer, *readers]:
+            thread.join(10)
+        assert seen == [Plant(1, "new", "t")] * 2
+    finally:
+        synced.set()
+        store.close()

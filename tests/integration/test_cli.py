@@ -284,6 +284,7 @@ def test_a_bad_setting_a_command_reads_fails_it_in_one_line(tmp_path, command, e
     assert says in one_error_line(result)
 
 
+@pytest.mark.slow
 def test_a_second_serve_on_a_held_data_directory_says_at_once_what_it_waits_for(tmp_path):
     data = tmp_path / "data"
     with Server(data) as first:

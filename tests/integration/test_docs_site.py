@@ -71,6 +71,7 @@ def test_the_site_has_the_tutorial_how_tos_reference_and_explanations(site):
         assert caption in index
 
 
+@pytest.mark.slow
 def test_no_internal_link_or_anchor_points_at_nothing(site):
     pages = {path: _parse(path) for path in site.rglob("*.html")}
     broken, remote = [], []

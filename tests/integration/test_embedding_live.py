@@ -7,9 +7,12 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 EXAMPLES = pathlib.Path(__file__).parents[2] / "docs" / "examples"
 
 
+@pytest.mark.slow
 def test_the_docs_webtest_suite_runs_where_a_user_copies_it(tmp_path):
     """Copied alone into an empty directory and run with pytest, as the docs say."""
     shutil.copy(EXAMPLES / "test_plants_api.py", tmp_path)

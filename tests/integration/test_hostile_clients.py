@@ -225,6 +225,7 @@ def test_a_chunked_body_is_held_to_the_limit_by_its_bytes_not_its_framing(tmp_pa
         assert "65536" in answer.body["message"]
 
 
+@pytest.mark.slow
 def test_no_body_is_invited_before_the_token_is_checked(tmp_path):
     """'Expect: 100-continue' with a wrong token still got '100 Continue', an invitation
     to send up to 64 KB."""

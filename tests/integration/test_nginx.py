@@ -107,6 +107,7 @@ def test_scheme_and_host_come_from_a_trusted_proxy_only(tmp_path, trusted, sourc
         assert document["servers"] == [{"url": url.format(host=f"127.0.0.1:{server.port}")}]
 
 
+@pytest.mark.slow
 def test_slow_clients_neither_starve_others_nor_exceed_their_share(proxied):
     _server, nginx, token = proxied
     per_client = re.search(r"limit_conn plant_store_clients (\d+);", EXAMPLE.read_text())

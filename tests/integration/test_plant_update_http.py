@@ -12,6 +12,8 @@ from plant_store.stores import Plant
 from plant_store.tokens import TokenFile
 from serverproc import Server, run_cli
 
+pytestmark = pytest.mark.slow  # real servers and PostgreSQL: .ci/run runs them after the suite
+
 
 @pytest.fixture(params=["jsonfile", "postgresql"])
 def serve(request, tmp_path):

@@ -15,6 +15,8 @@ from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores.postgres import PostgresStore
 
+pytestmark = pytest.mark.slow  # real servers and PostgreSQL: .ci/run runs them after the suite
+
 
 @pytest.fixture
 def app(database_url, tokens, token):

@@ -68,6 +68,7 @@ def listing(request, token, prefix=""):
     return plants
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(NGINX is None, reason="nginx is not installed")
 def test_three_instances_behind_nginx_one_winner_per_id_and_none_lost(tmp_path, shared):
     _, _, token = shared
@@ -139,6 +140,7 @@ def test_kill_9_of_one_instance_under_load_loses_no_acknowledged_create(tmp_path
         servers[1].stop()
 
 
+@pytest.mark.slow
 def test_the_database_stopped_under_load_is_503_then_recovers(tmp_path, shared, postgres):
     _, _, token = shared
     server = instance(tmp_path, shared, "i0", "--statement-timeout", "1")
@@ -166,6 +168,7 @@ def test_the_database_stopped_under_load_is_503_then_recovers(tmp_path, shared, 
         server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preload", [False, True], ids=["workers", "preload"])
 def test_gunicorn_workers_share_one_data_set(tmp_path, shared, preload):
     database_url, token_file, token = shared

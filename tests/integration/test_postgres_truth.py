@@ -211,6 +211,7 @@ def test_dead_pooled_connections_cost_a_retry_not_an_error(postgres, database_ur
             assert store.get(n) == Plant(n, "x")
 
 
+@pytest.mark.slow
 def test_a_frozen_backend_is_bounded_by_the_deadline(postgres, database_url):
     with PostgresStore(database_url, pool_size=1, timeout=1) as store:
         store.create(Plant(1, "before"))

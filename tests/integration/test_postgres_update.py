@@ -19,6 +19,8 @@ from plant_store.stores.postgres import store as pg_store
 from plant_store.tokens import TokenFile
 from serverproc import Server
 
+pytestmark = pytest.mark.slow  # real servers and PostgreSQL: .ci/run runs them after the suite
+
 
 @pytest.fixture
 def store(database_url):

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 
+import pytest
 from standardwebhooks import Webhook
 
 from plant_store.webhooks import worker as webhooks
@@ -23,6 +24,7 @@ def receiver_source():
     return textwrap.dedent(block)
 
 
+@pytest.mark.slow
 def test_the_tutorial_receiver_verifies_and_dedupes(tmp_path):
     script = tmp_path / "receiver.py"
     script.write_text(receiver_source())

@@ -9,8 +9,12 @@ import signal
 import threading
 import time
 
+import pytest
+
 from plant_store.tokens import TokenFile
 from serverproc import Server
+
+pytestmark = pytest.mark.slow  # real servers and PostgreSQL: .ci/run runs them after the suite
 
 PLANTS = 8
 KILLS = 5

@@ -66,6 +66,7 @@ def test_a_backlog_to_a_hung_subscriber_does_not_hold_up_a_healthy_one(store, re
     assert took < 3, f"the healthy subscriber waited {took:.1f} s"
 
 
+@pytest.mark.slow
 def test_slow_subscribers_no_longer_configured_do_not_keep_a_healthy_one_waiting(store):
     """The worker has a thread per configured URL and two more; four URLs only the outbox
     still names (an earlier configuration), each with a backlog to a slow subscriber, share

@@ -40,6 +40,7 @@ def test_retry_is_refused_by_a_running_server_that_sends_no_webhooks(tmp_path):
     assert not [p.name for p in data.iterdir() if "retry" in p.name]  # the request withdrawn
 
 
+@pytest.mark.slow
 def test_owed_deliveries_to_urls_no_longer_configured_are_reported_at_start(tmp_path):
     data, gone = tmp_path / "data", f"http://127.0.0.1:{free_port()}/gone"
     flags = [*serve_flags(gone), "--webhook-backoff", "600"]  # owed, not retried meanwhile

@@ -138,6 +138,7 @@ def test_retry_of_dead_letters_reaches_a_running_server(tmp_path):
         assert verified(headers, body)
 
 
+@pytest.mark.slow
 def test_deliveries_survive_kill_9_and_never_slow_the_create(tmp_path):
     data = tmp_path / "data"
     port = free_port()  # nobody listens yet: every attempt is refused

@@ -22,7 +22,6 @@ from plant_store.stores import (
 from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.journal import CorruptJournal
 
-
 STORE_KINDS = ()  # the store fixture below: the data directory is tmp_path itself
 
 

@@ -245,3 +245,18 @@ class StoreHolder:
 
     def __exit__(self, *exc_info):
         self.release()
+
+
+def listing(request, token, prefix=""):
+    """Every plant, following the Link header's cursors page by page."""
+    plants, path = [], f"{prefix}/plants?limit=1000"
+    while path:
+        status, headers, page = request("GET", path, token=token)
+        assert status == 200
+        plants += page
+        link = re.search(r"<([^>]*)>; rel=next", headers.get("Link") or "")
+        path = None
+        if link:
+            parts = urlsplit(link.group(1))
+            path = f"{parts.path}?{parts.query}"
+    return plants

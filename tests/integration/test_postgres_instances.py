@@ -6,20 +6,18 @@ instances and taken over when one dies mid-delivery."""
 import collections
 import http.client
 import json
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-from urllib.parse import urlsplit
 
 import pytest
 
 from plant_store.tokens import TokenFile
 from proxies import NGINX, Nginx
 from receiver import SECRET, Receiver, Stalling, verified
-from serverproc import Server, ended, free_port, http_request, wait_answering
+from serverproc import Server, ended, free_port, http_request, listing, wait_answering
 
 
 @pytest.fixture
@@ -51,21 +49,6 @@ def in_threads(count, work):
         thread.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "a client never got an answer"
     return results
-
-
-def listing(request, token, prefix=""):
-    """Every plant, following the Link header's cursors page by page."""
-    plants, path = [], f"{prefix}/plants?limit=1000"
-    while path:
-        status, headers, page = request("GET", path, token=token)
-        assert status == 200
-        plants += page
-        link = re.search(r"<([^>]*)>; rel=next", headers.get("Link") or "")
-        path = None
-        if link:
-            parts = urlsplit(link.group(1))
-            path = f"{parts.path}?{parts.query}"
-    return plants
 
 
 @pytest.mark.slow

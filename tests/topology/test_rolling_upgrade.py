@@ -12,11 +12,10 @@ import threading
 import time
 
 import pytest
-from test_postgres_instances import listing
 
 from plant_store.tokens import TokenFile
 from proxies import NGINX, NGINX_MAIN, Nginx
-from serverproc import Server, free_port, wait_answering
+from serverproc import Server, free_port, listing, wait_answering
 
 pytestmark = pytest.mark.topology
 ROOT = pathlib.Path(__file__).parents[2]

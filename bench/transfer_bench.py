@@ -12,10 +12,11 @@ characters, two tags in three) is imported by the real command, then exported, i
 out of each store, by this tree's code and (``--before``) the other tree's, one after the
 other in the same run. Each command is timed whole, from the process's start (the store's
 opening included: reading back the JSON file's journal, or a PostgreSQL migration) to its
-end; the export is checked to be the imported file, byte for byte. The before code imports
+end. Both export the store this tree's code imported (the formats did not change), and
+each export is checked to be the imported file, byte for byte. The before code imports
 one plant per create, about 6,000 a second into the JSON file and fewer into PostgreSQL,
-so ``--before-plants`` (default 100,000) imports only the file's first that many: its
-figure is a rate, and the seconds for the full count are extrapolated (marked ``~``).
+so ``--before-plants`` (default 100,000) imports only the file's first that many into a
+store of its own: its seconds for the full count are extrapolated from that (marked ``~``).
 
 Then the resumed import (this tree only): the command killed with SIGKILL once it has
 stored about half the plants, and run again; the rerun's seconds, and a check that every
@@ -73,13 +74,18 @@ def command(tree: str, *args: str, **popen) -> subprocess.Popen:
 
 
 def timed(tree: str, *args: str) -> float:
+    return said(tree, *args)[0]
+
+
+def said(tree: str, *args: str) -> tuple[float, str]:
+    """The seconds a command took, and its last line on standard error."""
     began = time.perf_counter()
     proc = command(tree, *args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, err = proc.communicate()
     took = time.perf_counter() - began
     if proc.returncode:
         sys.exit(f"{' '.join(args)} failed: {err.decode()}")
-    return took
+    return took, err.decode().strip().splitlines()[-1]
 
 
 class Stores:
@@ -113,21 +119,21 @@ def stored(store: list[str]) -> int:
         return 0
 
 
-def transfer(tree: str, store: list[str], source: str, out: str) -> tuple[float, float]:
-    """Seconds of the import of ``source`` and of the export that follows; the export must
-    be ``source`` again."""
-    imported = timed(tree, "import", *store, "--input", source)
-    exported = timed(tree, "export", *store, "--output", out)
+def exported(tree: str, store: list[str], source: str) -> float:
+    """Seconds of an export of ``store``, which must give ``source`` back, byte for byte."""
+    out = source + ".out"
+    took = timed(tree, "export", *store, "--output", out)
     with open(source, "rb") as a, open(out, "rb") as b:
         if a.read() != b.read():
-            sys.exit(f"the export from {tree} is not the file imported")
+            sys.exit(f"the export by {tree} is not the file imported")
     os.unlink(out)
-    return imported, exported
+    return took
 
 
-def resumed(store: list[str], source: str, count: int) -> tuple[int, float]:
+def resumed(store: list[str], source: str, count: int) -> tuple[int, float, str]:
     """Kill an import once it has stored about half, run it again: the plants stored at the
-    kill and the rerun's seconds; exits unless every plant is stored once, in order."""
+    kill, the rerun's seconds and last line; exits unless every plant is stored once, in
+    order."""
     proc = command(TREE, "import", *store, "--input", source, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     while stored(store) < count // 2:
@@ -137,14 +143,14 @@ def resumed(store: list[str], source: str, count: int) -> tuple[int, float]:
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     at_kill = stored(store)
-    took = timed(TREE, "import", *store, "--input", source)
+    took, line = said(TREE, "import", *store, "--input", source)
     out = source + ".again"
     timed(TREE, "export", *store, "--output", out)
     with open(source, "rb") as a, open(out, "rb") as b:
         if a.read() != b.read():
             sys.exit("after the kill and the rerun, the store is not the file")
     os.unlink(out)
-    return at_kill, took
+    return at_kill, took, line
 
 
 def main() -> None:
@@ -173,30 +179,33 @@ def main() -> None:
         stores = Stores(tmp, server)
         source = os.path.join(tmp, "plants.jsonl")
         make_source(source, args.plants)
-        runs = [("after", TREE, source, args.plants)]
+        trees = {"after": TREE}
         if args.before:
+            trees = {"before": os.path.abspath(args.before), **trees}
             few = min(args.before_plants, args.plants)
             prefix = os.path.join(tmp, "prefix.jsonl")
             head(source, few, prefix)
-            runs.insert(0, ("before", os.path.abspath(args.before), prefix, few))
         print(f"{args.plants} plants, {os.path.getsize(source) / 1e6:.0f} MB of JSON Lines; "
               "seconds of the whole command, and plants a second")
-        print(f"{'store':<11}{'code':<8}{'plants':>9}{'import s':>11}{'/s':>9}"
-              f"{'export s':>11}{'/s':>9}")
+        print(f"{'store':<11}{'code':<8}{'import s':>10}{'/s':>9}{'export s':>11}{'/s':>9}")
         for kind in kinds:
-            for name, tree, path, count in runs:
-                imported, exported = transfer(tree, stores.new(kind), path, path + ".out")
-                scale = args.plants / count
-                mark = "~" if scale != 1 else " "
-                print(f"{kind:<11}{name:<8}{count:>9}{mark}{imported * scale:>10.1f}"
-                      f"{count / imported:>9.0f}{mark}{exported * scale:>10.1f}"
-                      f"{count / exported:>9.0f}", flush=True)
+            full = stores.new(kind)
+            took = {"after": timed(TREE, "import", *full, "--input", source)}
+            if args.before:
+                took["before"] = timed(trees["before"], "import", *stores.new(kind),
+                                       "--input", prefix) * args.plants / few
+            for name, tree in trees.items():
+                out = exported(tree, full, source)  # the store the after code imported
+                mark = "~" if name == "before" and few != args.plants else " "
+                print(f"{kind:<11}{name:<8}{mark}{took[name]:>9.1f}"
+                      f"{args.plants / took[name]:>9.0f}{out:>11.1f}"
+                      f"{args.plants / out:>9.0f}", flush=True)
         if not args.no_kill:
             for kind in kinds:
-                at_kill, took = resumed(stores.new(kind), source, args.plants)
-                print(f"{kind}: killed (SIGKILL) with {at_kill} plants stored; the rerun "
-                      f"took {took:.1f} s ({args.plants - at_kill} created, the rest "
-                      "replayed); every plant once, in order", flush=True)
+                at_kill, took, line = resumed(stores.new(kind), source, args.plants)
+                print(f"{kind}: import killed (SIGKILL) at {at_kill} plants stored; the "
+                      f"rerun took {took:.1f} s ({line}); then every plant once, in order",
+                      flush=True)
 
 
 if __name__ == "__main__":

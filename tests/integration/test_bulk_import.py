@@ -73,6 +73,7 @@ def importing(config: dict, source) -> subprocess.Popen:
         env={**os.environ, "PLANT_STORE_LOG_LEVEL": "warning"})
 
 
+@pytest.mark.slow  # 3 to 15 s each
 @pytest.mark.parametrize("kind", ["jsonfile", "postgresql"])
 def test_an_import_killed_mid_batch_is_completed_by_a_rerun(tmp_path, request, kind):
     config = settings(kind, tmp_path, request)

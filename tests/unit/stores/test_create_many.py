@@ -1,8 +1,9 @@
-"""``Store.create_many`` (issue 37), in process, for the memory and JSON-file stores: a batch
-behaves as a create each, in order, and the JSON file makes it one write and one fsync,
-durable or rolled back whole. The import in batches (``transfer.import_lines``) stops at
-the same line, with the same lines before it stored, as one create a line did.
-The PostgreSQL store's own is in tests/integration/test_bulk_import.py."""
+"""``Store.create_many`` (issue 37), in process, for the memory and JSON-file stores
+(``store``: conftest's, each in turn): a batch behaves as a create each, in order, and the
+JSON file makes it one write and one fsync, durable or rolled back whole. The import in
+batches (``transfer.import_lines``) stops at the same line, with the same lines before it
+stored, as one create a line did. The PostgreSQL store's own is in
+tests/integration/test_bulk_import.py."""
 
 import io
 
@@ -11,14 +12,7 @@ import pytest
 
 from conftest import FaultyStore
 from plant_store.cli import transfer
-from plant_store.stores import BatchConflict, JsonFileStore, MemoryStore, Plant, StoreUnavailable
-
-
-@pytest.fixture(params=["memory", "jsonfile"])
-def store(request, tmp_path):
-    store = MemoryStore() if request.param == "memory" else JsonFileStore(str(tmp_path / "d"))
-    yield store
-    store.close()
+from plant_store.stores import BatchConflict, JsonFileStore, Plant, StoreUnavailable
 
 
 def listed(store) -> list[Plant]:

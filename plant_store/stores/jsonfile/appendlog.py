@@ -1,8 +1,9 @@
 """An append-only file with group commit, rollback and a swap of files: the mechanism under
 the JSON-file store, apart from what its lines mean.
 
-Invariants, all under ``cond`` (the caller holds it around ``commit``, ``wait_for``,
-``sync`` and ``swap``; the log lets go of it only while a group is written and fsynced):
+Invariants, all under ``cond`` (the caller holds it around ``commit``, ``commit_many``,
+``wait_for``, ``wait_for_all``, ``sync`` and ``swap``; the log lets go of it only while a
+group is written and fsynced):
 
 1. Every appended line (or batch of lines, ``commit_many``: one ticket, each of its keys
    pending) is a :class:`Ticket` in ``_pending``, in append order, until its fate is set,

@@ -402,7 +402,7 @@ class PostgresStore(Store):
         done: list[tuple[Plant, bool]] = []
         while len(done) < len(plants):
             at, ids = len(done), set()
-            for plant in itertools.islice(plants, at, at + BATCH_LIMIT):
+            for plant in plants[at:at + BATCH_LIMIT]:
                 if plant.id in ids:
                     break
                 ids.add(plant.id)
@@ -663,8 +663,8 @@ class _Conflicting(Exception):
 def _copy_and_create(conn: psycopg.Connection, plants: Sequence[Plant],
                      ) -> list[tuple[int, bytes, bytes | None, bool]]:
     """The transaction of one import batch (queries import_table, import_copy, import): its
-    rows, or _Stale or _Conflicting, and then nothing of it is committed. Not prepared: the
-    table is a new one each time."""
+    rows, or _Stale or _Conflicting, and then nothing of it is committed. Not prepared: a
+    statement about a session's own temporary table, run once a thousand plants."""
     with conn.transaction(), conn.cursor() as cur:
         cur.execute(QUERIES["import_table"], prepare=False)
         with cur.copy(QUERIES["import_copy"]) as copy:

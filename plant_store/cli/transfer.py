@@ -13,13 +13,13 @@ The import is sequential, in batches (issue 37). Lines are read and checked up t
 plants (or BATCH_BYTES of input), then the batch goes to ``Store.create_many``, which keeps
 its order and returns once all of it is durable: one write and one fsync for the JSON
 file, one COPY and one transaction for each 1,024 plants in PostgreSQL. (Creates from
-several threads would enter the store in any order: 8 threads made only 1.6 times one
-thread's plants a second.) A line the import stops at (malformed, too long, a conflict)
-comes after a batch of the lines before it was created, so the lines before it are in the
-store, as they were one create at a time; Ctrl-C is heeded between batches. A kill
-mid-batch leaves the lines before the batch stored, and perhaps a prefix of the batch
-(PostgreSQL commits its transactions in order; the JSON file may hold its written lines):
-the rerun replays them.
+several threads would enter the store in any order, and were not much faster: 8 threads
+made 1.6 times one thread's plants a second into the JSON file.) Where the import stops
+(a malformed or too long line, a conflict), the lines before it are created first, so
+they are in the store and none after, as when each line was a create; Ctrl-C is heeded
+between batches. A kill mid-batch leaves the batches before it stored, and perhaps a
+prefix of it (PostgreSQL commits its transactions in order; the JSON file may keep the
+lines written before the kill, never a torn one): the rerun counts them as already there.
 """
 
 import contextlib
@@ -37,7 +37,7 @@ from plant_store.stores import BatchConflict, Plant, Store, StoreError
 from plant_store.util.durable import replacing
 from plant_store.util.words import counted
 
-PAGE = 10_000  # plants a page while exporting
+PAGE = 10_000  # plants a page while exporting: the per-page cost (a query, a lock) vanishes
 # Plants a batch of the import, at most: each batch is an fsync (JSON file), so 10,000
 # make the fsyncs a few per cent of the time; BATCH_BYTES bounds the memory a batch of
 # long lines holds.

@@ -18,8 +18,9 @@ made 1.6 times one thread's plants a second into the JSON file.) Where the impor
 (a malformed or too long line, a conflict), the lines before it are created first, so
 they are in the store and none after, as when each line was a create; Ctrl-C is heeded
 between batches. A kill mid-batch leaves the batches before it stored, and perhaps a
-prefix of it (PostgreSQL commits its transactions in order; the JSON file may keep the
-lines written before the kill, never a torn one): the rerun counts them as already there.
+prefix of it (PostgreSQL commits its transactions in order; the JSON file keeps the whole
+lines written before the kill, and drops a torn last one when opened): the rerun counts
+them as already there.
 """
 
 import contextlib

@@ -176,3 +176,17 @@ def test_postgresql_batch_survives_its_connections_dying(pg, database_url):
     second = [Plant(n, "second") for n in range(1000, 4000)]
     assert pg.create_many(second) == [(p, True) for p in second]
     assert len(pg) == 4000
+
+
+def test_postgresql_replays_lock_but_do_not_rewrite(pg, database_url):
+    """A resumed import replays what it made before: each row is locked (the commit waits
+    for what the lock wrote ahead) but kept, not rewritten as a conflict's would be."""
+    plants = [Plant(n, f"plant {n}") for n in range(2000)]
+    pg.create_many(plants)
+    query = "SELECT xmin::text, xmax::text FROM plant_store_plants ORDER BY id"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        before = conn.execute(query).fetchall()
+        assert pg.create_many(plants) == [(p, False) for p in plants]
+        after = conn.execute(query).fetchall()
+    assert [xmin for xmin, _ in after] == [xmin for xmin, _ in before]  # the same versions
+    assert all(xmax != "0" for _, xmax in after)  # each locked by the replay

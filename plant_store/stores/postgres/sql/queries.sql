@@ -95,9 +95,13 @@ COPY plant_store_import (slot, id, name, tag) FROM STDIN (FORMAT BINARY);
 -- Creates the plants copied into plant_store_import: the create above, for at most 1024
 -- distinct ids (a transaction's slots) copied in this transaction, without webhooks (an
 -- imported plant is moved, not new). Positions: the slot is the plant's place in the
--- batch, the file's order. A stored id is locked and rewritten as a create's replay is.
--- Answers only the plants it did not create, by slot, with the stored name and tag and
--- whether they are the same as the copied plant's (false: a conflict; the store rolls the
+-- batch, the file's order. A stored id is locked at its latest version, as a create's
+-- replay is, but its row is rewritten only when it holds another plant (a conflict), so
+-- that resuming an import does not rewrite every plant it already made: the lock alone is
+-- written ahead, so the commit still waits for a synchronous standby, and answers once
+-- the replayed plant is durable as configured.
+-- Answers only the plants it did not create, by slot: a replay as (slot, NULL, NULL,
+-- true), a conflict with the stored name and tag and false (the store then rolls the
 -- transaction back); a single row of NULLs when the clock is stale.
 WITH clock AS (
     SELECT c.base FROM plant_store_batch_clock AS c JOIN plant_store_here AS h
@@ -110,12 +114,12 @@ WITH clock AS (
     INSERT INTO plant_store_plants AS p (id, name, tag, position)
     SELECT id, name, tag, position FROM new ORDER BY id
     ON CONFLICT (id) DO UPDATE SET name = p.name
+    WHERE (p.name, p.tag) IS DISTINCT FROM (excluded.name, excluded.tag)
     RETURNING p.id, p.name, p.tag, p.position
 )
-SELECT new.slot, plant.name, plant.tag,
-       plant.name = new.name AND plant.tag IS NOT DISTINCT FROM new.tag
-FROM plant JOIN new USING (id)
-WHERE plant.position <> new.position
+SELECT new.slot, plant.name, plant.tag, plant.id IS NULL
+FROM new LEFT JOIN plant USING (id)
+WHERE plant.position IS DISTINCT FROM new.position
 UNION ALL
 SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock)
 ORDER BY 1;

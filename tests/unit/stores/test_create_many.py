@@ -30,6 +30,21 @@ def test_a_batch_is_created_in_its_order(store):
     assert store.outbox_counts() == (0, 0)  # an imported plant owes no webhook delivery
 
 
+def test_a_batch_is_in_the_tag_index_and_a_rolled_back_one_is_not(tmp_path):
+    plants = [Plant(n, f"plant {n}", ("a", "b", None)[n % 3]) for n in range(300)]
+    with FaultyStore(str(tmp_path)) as store:
+        store.create_many(plants[:200])
+        store.fail_fsync = True
+        with pytest.raises(StoreUnavailable):
+            store.create_many(plants[200:])
+        store.fail_fsync = False
+        assert store.page(0, 1000, tag="a")[0] == [p for p in plants[:200] if p.tag == "a"]
+        store.create_many(plants)
+        assert store.page(0, 1000, tag="b")[0] == [p for p in plants if p.tag == "b"]
+    with JsonFileStore(str(tmp_path)) as again:  # as read back from the file
+        assert again.page(0, 1000, tag="b")[0] == [p for p in plants if p.tag == "b"]
+
+
 def test_stored_and_repeated_plants_are_replays(store):
     store.create(Plant(2, "two"))
     batch = [Plant(1, "one"), Plant(2, "two"), Plant(3, "three"), Plant(1, "one")]

@@ -80,13 +80,13 @@ from plant_store.util.words import counted
 
 log = logging.getLogger(__name__)
 
-WRITES = frozenset({"create", "create_one", "import", "delete", "update", "hold_lane",
-                    "free_lane", "begin_attempt", "delivered", "failed", "retry", "retry_dead"})
+WRITES = frozenset({"create", "create_one", "delete", "update", "hold_lane", "free_lane",
+                    "begin_attempt", "delivered", "failed", "retry", "retry_dead", "import"})
 # Settled by trying again: a create replays, a delete asks its token, an update meets its
 # own write (the query), a read reads again.
-SETTLED_BY_RETRY = frozenset({"create", "create_one", "import", "delete", "update", "get",
-                              "page", "page_tag", "count", "due", "dead", "outbox",
-                              "outbox_counts", "rebase", "forget_deletes",
+SETTLED_BY_RETRY = frozenset({"create", "create_one", "delete", "update", "get", "page",
+                              "page_tag", "count", "due", "dead", "outbox", "outbox_counts",
+                              "rebase", "forget_deletes", "import",
                               "lanes", "lane", "hold_lane", "free_lane"})
 RECONNECT_EVERY = 1.0  # seconds: the most the pool waits between attempts to reconnect
 FORGET_EVERY = 1024  # deletes between clean-ups of old delete tokens

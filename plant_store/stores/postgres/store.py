@@ -393,26 +393,30 @@ class PostgresStore(Store):
 
     def create_many(self, plants: Sequence[Plant]) -> list[tuple[Plant, bool]]:
         """Transactions of up to BATCH_LIMIT plants (the slots of positions a transaction
-        has), committed one after another in order: each copies its plants into a
-        temporary table (COPY, binary) and creates them with one statement (query
-        import). A repeated id ends a transaction's plants before it, so the next one finds
-        it stored. A conflict rolls its transaction back, and the plants before it are
-        created again without it. Each transaction is tried again as a create is (a replay
-        settles one whose commit is unknown); an error leaves the ones before it committed."""
+        has), committed one after another in order: each copies its plants straight into
+        the table (COPY, binary) when none is stored, else into a temporary table and
+        creates them from it with one statement (query import). A repeated id ends a
+        transaction's plants before it, so the next one finds it stored. A conflict rolls
+        its transaction back, and the plants before it are created again without it. Each
+        transaction is tried again as a create is (a replay settles one whose commit is
+        unknown); an error leaves the ones before it committed."""
         done: list[tuple[Plant, bool]] = []
+        direct = True  # until a transaction replays: then the next goes the general way
         while len(done) < len(plants):
             at, ids = len(done), set()
             for plant in plants[at:at + BATCH_LIMIT]:
                 if plant.id in ids:
                     break
                 ids.add(plant.id)
-            made, conflict = self._import(plants[at:at + len(ids)])
+            made, conflict = self._import(plants[at:at + len(ids)], direct)
+            direct = all(created for _, created in made)
             done += made
             if conflict is not None:
                 raise BatchConflict(conflict, done)
         return done
 
-    def _import(self, plants: Sequence[Plant]) -> tuple[list[tuple[Plant, bool]], Plant | None]:
+    def _import(self, plants: Sequence[Plant], direct: bool,
+                ) -> tuple[list[tuple[Plant, bool]], Plant | None]:
         """One transaction of create_many: the outcomes of the plants it created or
         replayed, and the stored plant of the first conflict, if one cut it short."""
         op = _Operation(time.monotonic() + self._timeout)
@@ -420,7 +424,8 @@ class PostgresStore(Store):
         while plants:
             try:
                 rows = self._run("import", {}, lambda cur: None, op,
-                                 functools.partial(_copy_and_create, plants=plants))
+                                 functools.partial(_copy_and_create, plants=plants,
+                                                   direct=direct))
             except _Stale:
                 stale += 1
                 if stale == 3:
@@ -660,12 +665,28 @@ class _Conflicting(Exception):
         self.slot, self.stored = slot, stored
 
 
-def _copy_and_create(conn: psycopg.Connection, plants: Sequence[Plant],
+def _copy_and_create(conn: psycopg.Connection, plants: Sequence[Plant], direct: bool,
                      ) -> list[tuple[int, bytes, bytes | None, bool]]:
-    """The transaction of one import batch (queries import_table, import_copy, import): its
-    rows, or _Stale or _Conflicting, and then nothing of it is committed. Not prepared: a
-    statement about a session's own temporary table, run once a thousand plants."""
+    """The transaction of one import batch: its rows (those not created), or _Stale or
+    _Conflicting, and then nothing of it is committed. ``direct``: first try the plants
+    straight into the table (import_position, import_direct, in a savepoint), which a
+    stored id fails; then, or else, through the temporary table (import_table,
+    import_copy, import). Not prepared: statements run once a thousand plants."""
     with conn.transaction(), conn.cursor() as cur:
+        if direct:
+            row = cur.execute(QUERIES["import_position"], prepare=False).fetchone()
+            if row is None:
+                raise _Stale()
+            first: int = row[0]
+            try:
+                with conn.transaction(), cur.copy(QUERIES["import_direct"]) as copy:
+                    copy.set_types(["int8", "bytea", "bytea", "int8"])
+                    for slot, plant in enumerate(plants):
+                        copy.write_row((plant.id, plant.name.encode(), _utf8(plant.tag),
+                                        first + slot))
+                return []
+            except pg_errors.UniqueViolation:
+                pass  # an id is stored (a resumed import): the general way, same positions
         cur.execute(QUERIES["import_table"], prepare=False)
         with cur.copy(QUERIES["import_copy"]) as copy:
             copy.set_types(["int4", "int8", "bytea", "bytea"])

@@ -75,6 +75,21 @@ SELECT %(id)s, created, name, tag FROM plant
 UNION ALL
 SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM clock);
 
+-- name: import_position
+-- The first position of this transaction's slots, as query import makes them (the xid is
+-- assigned here, so the general way after a failed direct copy keeps it); no row when the
+-- clock is stale.
+SELECT c.base + (pg_current_xact_id()::text::bigint << 10)
+FROM plant_store_batch_clock AS c JOIN plant_store_here AS h
+    ON c.system_identifier = h.system_identifier AND c.timeline = h.timeline;
+
+-- name: import_direct
+-- An import's batch when none of its ids is stored, the usual case: copied straight into
+-- the table at the positions import_position gave (a third less time than the general
+-- way). A stored id fails it with a unique violation, and the store then goes the
+-- general way (import_table, import_copy, import) in the same transaction.
+COPY plant_store_plants (id, name, tag, position) FROM STDIN (FORMAT BINARY);
+
 -- name: import_table
 -- An import's batch (create_many): its plants are copied here (import_copy), then created
 -- by query import, all in one transaction that starts with this statement, so a pooler

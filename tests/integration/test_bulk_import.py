@@ -190,3 +190,12 @@ def test_postgresql_replays_lock_but_do_not_rewrite(pg, database_url):
         after = conn.execute(query).fetchall()
     assert [xmin for xmin, _ in after] == [xmin for xmin, _ in before]  # the same versions
     assert all(xmax != "0" for _, xmax in after)  # each locked by the replay
+
+
+def test_postgresql_a_stored_id_amid_new_ones_takes_the_general_way(pg, database_url):
+    """A transaction is copied straight into the table unless one of its ids is stored:
+    then the copy fails, and the same transaction creates the rest around the replay."""
+    pg.create(Plant(500, "plant 500"))
+    plants = [Plant(n, f"plant {n}") for n in range(3000)]
+    assert pg.create_many(plants) == [(p, p.id != 500) for p in plants]
+    assert positions(database_url) == [500, *(n for n in range(3000) if n != 500)]

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 from plant_store.config import Config
 from plant_store.stores.base import (
+    BatchConflict,
     Conflict,
     DataDirError,
     Plant,
@@ -17,6 +18,7 @@ from plant_store.stores.jsonfile.store import JsonFileStore
 from plant_store.stores.memory import MemoryStore
 
 __all__ = [
+    "BatchConflict",
     "Conflict",
     "DataDirError",
     "JsonFileStore",

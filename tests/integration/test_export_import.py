@@ -186,7 +186,7 @@ def test_export_needs_an_existing_store(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_an_interrupted_import_is_resumed_by_running_it_again(tmp_path, destination, sig):
-    count = 6000
+    count = 100_000  # ten batches of the import (transfer.BATCH): a signal lands part-way
     plants = [Plant(n, f"plant {n}", "t" if n % 3 else None) for n in range(count, 0, -1)]
     source = tmp_path / "plants.jsonl"
     source.write_bytes(jsonl(plants))

@@ -1,12 +1,14 @@
 """An append-only file with group commit, rollback and a swap of files: the mechanism under
 the JSON-file store, apart from what its lines mean.
 
-Invariants, all under ``cond`` (the caller holds it around ``commit``, ``wait_for``,
-``sync`` and ``swap``; the log lets go of it only while a group is written and fsynced):
+Invariants, all under ``cond`` (the caller holds it around ``commit``, ``commit_many``,
+``wait_for``, ``wait_for_all``, ``sync`` and ``swap``; the log lets go of it only while a
+group is written and fsynced):
 
-1. Every appended line is a :class:`Ticket` in ``_pending``, in append order, until its fate
-   is set, once: durable (an fsync that started after the line was written succeeded) or
-   dropped (a rollback removed it). A waiter waits on its own ticket, never on a file
+1. Every appended line (or batch of lines, ``commit_many``: one ticket, each of its keys
+   pending) is a :class:`Ticket` in ``_pending``, in append order, until its fate is set,
+   once: durable (an fsync that started after the line was written succeeded) or dropped
+   (a rollback removed it). A waiter waits on its own ticket, never on a file
    offset, so nothing a swap or a rollback does to offsets can strand it.
 2. ``_size`` is the file's length and ``_durable_size`` how much of it is known to be on
    disk, whenever no group is being written (``_syncing``); every pending line is yet to be
@@ -33,7 +35,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol
 
 from plant_store.logs import Throttle
@@ -53,14 +55,14 @@ class Syscalls(Protocol):
 
 
 class Ticket:
-    """One appended line: its key, how to undo its change, the batch whose fsync will
-    settle it, and its fate (None: pending)."""
+    """One appended line, or lines: their keys, how to undo their change, the batch whose
+    fsync will settle them, and their fate (None: pending)."""
 
-    __slots__ = ("batch", "durable", "key", "line", "undo")
+    __slots__ = ("batch", "durable", "keys", "line", "undo")
 
-    def __init__(self, key: Hashable, undo: Callable[[], None],
+    def __init__(self, keys: Sequence[Hashable], undo: Callable[[], None],
                  batch: threading.Condition, line: bytes) -> None:
-        self.key, self.undo, self.batch, self.line = key, undo, batch, line
+        self.keys, self.undo, self.batch, self.line = keys, undo, batch, line
         self.durable: bool | None = None
 
 
@@ -104,14 +106,29 @@ class AppendLog:
         change is undone (by what ``apply`` returned) and StoreUnavailable raised if the
         write or its fsync fails. A change ``apply`` refuses leaves no line: none is written
         before it is applied."""
+        self._check_writable()
+        self._wait_durable(Ticket((key,), apply(), self._next, line))
+
+    def commit_many(self, apply: Callable[[], tuple[list[bytes], Sequence[Hashable],
+                                                      Callable[[], None]]]) -> None:
+        """``commit`` for a batch: ``apply`` makes every change and returns their lines (none:
+        nothing to write), their keys and one undo for all. One ticket for all, so the batch
+        is one write and one fsync, made durable or dropped whole."""
+        self._check_writable()
+        lines, keys, undo = apply()
+        if lines:
+            self._wait_durable(Ticket(keys, undo, self._next, b"\n".join(lines)))
+
+    def _check_writable(self) -> None:
         if self._pid != os.getpid():  # a fork that ran no Python fork hooks (uWSGI's)
             self.detach()
         if self.broken:
             raise StoreUnavailable(self.broken, "broken")
-        undo = apply()
-        ticket = Ticket(key, undo, self._next, line)
+
+    def _wait_durable(self, ticket: Ticket) -> None:
         self._pending.append(ticket)
-        self._by_key[key] = ticket
+        for key in ticket.keys:
+            self._by_key[key] = ticket
         while ticket.durable is None:
             if self._syncing:
                 ticket.batch.wait()
@@ -130,6 +147,13 @@ class AppendLog:
                 ticket = self._by_key[key]
                 while ticket.durable is None:
                     self._sync_or_wait()
+
+    def wait_for_all(self, keys: Sequence[Hashable]) -> None:
+        """``wait_for`` each of ``keys`` at once: returns, without having let go of the lock
+        since it last checked, when none of them is pending."""
+        while self._draining or any(key in self._by_key for key in keys):
+            for key in keys:
+                self.wait_for(key)
 
     def pending(self, key: Hashable) -> bool:
         return key in self._by_key
@@ -261,8 +285,9 @@ class AppendLog:
 
     def _settle_ticket(self, ticket: Ticket, durable: bool) -> None:
         ticket.durable = durable
-        if self._by_key.get(ticket.key) is ticket:
-            del self._by_key[ticket.key]
+        for key in ticket.keys:
+            if self._by_key.get(key) is ticket:
+                del self._by_key[key]
 
     def _cut_back(self, size: int) -> None:
         """Cut the file back to ``size``, dropping what was written past it."""

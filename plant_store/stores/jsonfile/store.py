@@ -21,7 +21,9 @@ from collections.abc import Callable, Sequence
 
 from plant_store.stores import lock
 from plant_store.stores.base import (
+    BatchConflict,
     Condition,
+    Conflict,
     DataDirError,
     Plant,
     Store,
@@ -146,6 +148,49 @@ class JsonFileStore(Store):
                 self._updating.discard(plant.id)
         self._maybe_compact()
         return plant, True
+
+    def create_many(self, plants: Sequence[Plant]) -> list[tuple[Plant, bool]]:
+        """The plants' create records, one write and one fsync for all (``commit_many``):
+        those created are in the index, the order and the tag index before the fsync, as a
+        create's is, and every one is undone if the fsync fails. A repeated id is settled
+        against its first create, in memory, as a later create would be."""
+        records = [journal.encode_create(plant) for plant in plants]  # before the lock
+        done: list[tuple[Plant, bool]] = []
+        conflict: Conflict | None = None
+
+        def apply() -> tuple[list[bytes], list[int], Callable[[], None]]:
+            nonlocal conflict
+            index, order, tags, made = self._index, self._order, self._tags, []
+            for plant, record in zip(plants, records, strict=True):
+                stored = index.get(plant.id)
+                if stored is None:
+                    seq = order.add(plant.id)
+                    index[plant.id] = (seq, record)
+                    tags.add(plant.tag, seq, plant.id)
+                    made.append(plant)
+                    done.append((plant, True))
+                    continue
+                try:
+                    done.append((replay(journal.decode_plant(stored[1]), plant), False))
+                except Conflict as exc:
+                    conflict = exc
+                    break
+            self._records += len(made)
+
+            def undo() -> None:
+                for plant in reversed(made):
+                    seq = self._index.pop(plant.id)[0]
+                    self._order.remove(seq)
+                    self._tags.remove(plant.tag, seq)
+                self._records -= len(made)
+            return [index[plant.id][1] for plant in made], [plant.id for plant in made], undo
+
+        with self._cond:
+            self._log.wait_for_all([plant.id for plant in plants])
+            self._log.commit_many(apply)
+        if conflict is not None:
+            raise BatchConflict(conflict.stored, done)
+        return done
 
     def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
         line = journal.encode_delete(plant_id)

@@ -34,6 +34,7 @@ say how), so order and cursors survive a dump and restore, an upgrade and a prom
 """
 
 import dataclasses
+import functools
 import itertools
 import logging
 import os
@@ -49,6 +50,7 @@ from psycopg_pool import PoolTimeout
 
 from plant_store.logs import Throttle
 from plant_store.stores.base import (
+    BatchConflict,
     Condition,
     Conflict,
     Plant,
@@ -79,12 +81,12 @@ from plant_store.util.words import counted
 log = logging.getLogger(__name__)
 
 WRITES = frozenset({"create", "create_one", "delete", "update", "hold_lane", "free_lane",
-                    "begin_attempt", "delivered", "failed", "retry", "retry_dead"})
+                    "begin_attempt", "delivered", "failed", "retry", "retry_dead", "import"})
 # Settled by trying again: a create replays, a delete asks its token, an update meets its
 # own write (the query), a read reads again.
 SETTLED_BY_RETRY = frozenset({"create", "create_one", "delete", "update", "get", "page",
                               "page_tag", "count", "due", "dead", "outbox", "outbox_counts",
-                              "rebase", "forget_deletes",
+                              "rebase", "forget_deletes", "import",
                               "lanes", "lane", "hold_lane", "free_lane"})
 RECONNECT_EVERY = 1.0  # seconds: the most the pool waits between attempts to reconnect
 FORGET_EVERY = 1024  # deletes between clean-ups of old delete tokens
@@ -206,14 +208,17 @@ class PostgresStore(Store):
         return conn
 
     def _run(self, name: str, params: dict[str, Any], result: Callable[[psycopg.Cursor], Any],
-             op: "_Operation | None" = None) -> Any:
+             op: "_Operation | None" = None,
+             work: Callable[[psycopg.Connection], Any] | None = None) -> Any:
         """Run a named query and return ``result(cursor)``, trying again on another
-        connection until it is settled or the operation's deadline passes."""
+        connection until it is settled or the operation's deadline passes. ``work``: run
+        it on the connection instead, for what is more than one statement (an import's
+        transaction), and return what it returns."""
         op = op or _Operation(time.monotonic() + self._timeout)
         deadline, last = op.deadline, None
         for attempt in itertools.count():
             try:
-                return self._attempt(name, params, result, deadline)
+                return self._attempt(name, params, result, deadline, work)
             except _Unsettled:
                 op.unsettled = True
                 if name not in SETTLED_BY_RETRY:
@@ -239,7 +244,8 @@ class PostgresStore(Store):
                                 f"{self._timeout:g} s", "unconfirmed", unknown=True)
 
     def _attempt(self, name: str, params: dict[str, Any],
-                 result: Callable[[psycopg.Cursor], Any], deadline: float) -> Any:
+                 result: Callable[[psycopg.Cursor], Any], deadline: float,
+                 work: Callable[[psycopg.Connection], Any] | None = None) -> Any:
         remaining = deadline - time.monotonic()
         try:
             if remaining <= 0:
@@ -260,7 +266,8 @@ class PostgresStore(Store):
         try:
             notices.noted(conn).clear()
             started = time.perf_counter()  # the round trip, not the pool's wait
-            answer = result(conn.execute(QUERIES[name], params))
+            answer = (work(conn) if work is not None
+                      else result(conn.execute(QUERIES[name], params)))
             if name in WRITES:
                 if notices.unconfirmed(notices.noted(conn)):
                     log.warning("%s: a %s's commit was not confirmed (a cancelled wait for a "
@@ -383,6 +390,55 @@ class PostgresStore(Store):
             return {plant_id: (created, name, tag) for plant_id, created, name, tag in rows}
         raise StoreUnavailable(f"{self.where}: its clock keeps moving", "contention",
                                unknown=op.unsettled)
+
+    def create_many(self, plants: Sequence[Plant]) -> list[tuple[Plant, bool]]:
+        """Transactions of up to BATCH_LIMIT plants (the slots of positions a transaction
+        has), committed one after another in order: each copies its plants straight into
+        the table (COPY, binary) when none is stored, else into a temporary table and
+        creates them from it with one statement (query import). A repeated id ends a
+        transaction's plants before it, so the next one finds it stored. A conflict rolls
+        its transaction back, and the plants before it are created again without it. Each
+        transaction is tried again as a create is (a replay settles one whose commit is
+        unknown); an error leaves the ones before it committed."""
+        done: list[tuple[Plant, bool]] = []
+        direct = True  # until a transaction replays: then the next goes the general way
+        while len(done) < len(plants):
+            at, ids = len(done), set()
+            for plant in plants[at:at + BATCH_LIMIT]:
+                if plant.id in ids:
+                    break
+                ids.add(plant.id)
+            made, conflict = self._import(plants[at:at + len(ids)], direct)
+            direct = all(created for _, created in made)
+            done += made
+            if conflict is not None:
+                raise BatchConflict(conflict, done)
+        return done
+
+    def _import(self, plants: Sequence[Plant], direct: bool,
+                ) -> tuple[list[tuple[Plant, bool]], Plant | None]:
+        """One transaction of create_many: the outcomes of the plants it created or
+        replayed, and the stored plant of the first conflict, if one cut it short."""
+        op = _Operation(time.monotonic() + self._timeout)
+        conflict, stale = None, 0
+        while plants:
+            try:
+                rows = self._run("import", {}, lambda cur: None, op,
+                                 functools.partial(_copy_and_create, plants=plants,
+                                                   direct=direct))
+            except _Stale:
+                stale += 1
+                if stale == 3:
+                    raise StoreUnavailable(f"{self.where}: its clock keeps moving",
+                                           "contention", unknown=op.unsettled) from None
+                self._rebase(op)
+                continue
+            except _Conflicting as exc:
+                plants, conflict = plants[:exc.slot], exc.stored
+                continue
+            replayed = {slot for slot, *_ in rows}
+            return [(plant, slot not in replayed) for slot, plant in enumerate(plants)], conflict
+        return [], conflict
 
     def update(self, plant: Plant, condition: Condition | None = None) -> tuple[Plant, bool] | None:
         """Read, decide, then compare and set (the update query): a plant changed between
@@ -595,6 +651,55 @@ def _after(earlier: "tuple[Plant, bool] | Exception", plant: Plant,
         return replay(earlier[0], plant), False
     except Conflict as exc:
         return exc
+
+
+class _Stale(Exception):
+    """The import found the data on another server or timeline than its clock."""
+
+
+class _Conflicting(Exception):
+    """The import's plant at ``slot`` is stored as ``stored``, another plant."""
+
+    def __init__(self, slot: int, stored: Plant) -> None:
+        super().__init__()
+        self.slot, self.stored = slot, stored
+
+
+def _copy_and_create(conn: psycopg.Connection, plants: Sequence[Plant], direct: bool,
+                     ) -> list[tuple[int, bytes, bytes | None, bool]]:
+    """The transaction of one import batch: its rows (those not created), or _Stale or
+    _Conflicting, and then nothing of it is committed. ``direct``: first try the plants
+    straight into the table (import_position, import_direct, in a savepoint), which a
+    stored id fails; then, or else, through the temporary table (import_table,
+    import_copy, import). Not prepared: statements run once a thousand plants."""
+    with conn.transaction(), conn.cursor() as cur:
+        if direct:
+            row = cur.execute(QUERIES["import_position"], prepare=False).fetchone()
+            if row is None:
+                raise _Stale()
+            first: int = row[0]
+            try:
+                with conn.transaction(), cur.copy(QUERIES["import_direct"]) as copy:
+                    copy.set_types(["int8", "bytea", "bytea", "int8"])
+                    for slot, plant in enumerate(plants):
+                        copy.write_row((plant.id, plant.name.encode(), _utf8(plant.tag),
+                                        first + slot))
+                return []
+            except pg_errors.UniqueViolation:
+                pass  # an id is stored (a resumed import): the general way, same positions
+        cur.execute(QUERIES["import_table"], prepare=False)
+        with cur.copy(QUERIES["import_copy"]) as copy:
+            copy.set_types(["int4", "int8", "bytea", "bytea"])
+            for slot, plant in enumerate(plants):
+                copy.write_row((slot, plant.id, plant.name.encode(), _utf8(plant.tag)))
+        rows: list[tuple[int, bytes, bytes | None, bool]] = cur.execute(
+            QUERIES["import"], prepare=False).fetchall()
+        if rows and rows[-1][0] is None:
+            raise _Stale()
+        for slot, name, tag, same in rows:
+            if not same:
+                raise _Conflicting(slot, _plant(plants[slot].id, name, tag))
+    return rows
 
 
 def _utf8(text: str | None) -> bytes | None:

@@ -28,18 +28,14 @@ def parse_id(text: str) -> int:
 
 def walk(config: Config, limit: int | None = None) -> Iterator[Plant]:
     """The plants in creation order, at most ``limit`` of them."""
-    left = limit
     if config.store == "jsonfile":
         state = jsonfile.inspect(config.data_dir)
         for _, plant_id in itertools.islice(state.order, limit):
             yield decode_plant(state.index[plant_id][1])
         return
     with _shared(config) as store:
-        start: int | None = 0
-        while start is not None and left != 0:
-            plants, start = store.page(start, PAGE if left is None else min(PAGE, left))
+        for plants in store.pages(PAGE, limit):
             yield from plants
-            left = None if left is None else left - len(plants)
 
 
 def get(config: Config, plant_id: int) -> Plant | None:

@@ -32,8 +32,7 @@ from typing import BinaryIO, NamedTuple
 import orjson
 from marshmallow import ValidationError
 
-from plant_store.http.json_fallback import reparse
-from plant_store.http.schemas import describe, load_new_plant
+from plant_store.http.schemas import NotAnObject, describe, json_object, load_new_plant
 from plant_store.stores import BatchConflict, Plant, Store, StoreError
 from plant_store.util.durable import replacing
 from plant_store.util.words import counted
@@ -60,14 +59,10 @@ def export(store: Store, out: BinaryIO) -> int:
     TransferError if the listing ended short of what the store holds: a PostgreSQL store
     lists no plant newer than a transaction still open on its server, and an export that
     silently left them out would lose them in a move (export with no writers running)."""
-    count, start = 0, 0
-    while True:
-        plants, after = store.page(start, PAGE)
+    count = 0
+    for plants in store.pages(PAGE):
         out.write(b"".join(map(encode, plants)))
         count += len(plants)
-        if after is None:
-            break
-        start = after
     held = len(store) - count
     if held > 0:
         raise TransferError(
@@ -150,16 +145,9 @@ def _interruptible() -> Iterator[threading.Event]:
 def decode(line: bytes, number: int) -> Plant:
     """The Plant of one line, held to the API's rules for a NewPlant body."""
     try:
-        document = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        try:
-            document = reparse(line, exc)  # a number beyond a double, named by the schema
-        except ValueError:
-            raise _stopped(number, "not valid UTF-8 JSON") from None
-    if not isinstance(document, dict):
-        raise _stopped(number, "not a JSON object (a NewPlant)")
-    try:
-        return load_new_plant(document)
+        return load_new_plant(json_object(line, "a NewPlant"))
+    except NotAnObject as exc:
+        raise _stopped(number, str(exc)) from None
     except ValidationError as exc:
         raise _stopped(number, describe(exc)) from None
 

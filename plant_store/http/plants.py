@@ -12,13 +12,14 @@ from marshmallow import ValidationError
 
 from plant_store.http import errors, etags
 from plant_store.http.forwarded import base_url
-from plant_store.http.json_fallback import reparse
 from plant_store.http.schemas import (
     ID_RULE,
     JsonInteger,
+    NotAnObject,
     describe,
     dump_plant,
     id_from_text,
+    json_object,
     load_new_plant,
     load_plant_update,
 )
@@ -252,22 +253,9 @@ def read_object(req: falcon.Request, max_body: int, shape: str) -> dict[str, Any
     if not body:
         raise falcon.HTTPBadRequest(description=f"The request body is empty; send {shape}.")
     try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        try:
-            document = reparse(body, exc)  # a number orjson cannot hold, say 1e400
-        except ValueError as refused:  # orjson's depth limit, or the fallback's (the same)
-            if "nested too deeply" in str(refused):
-                raise falcon.HTTPBadRequest(description=(
-                    "The request body is nested deeper than 1024 levels.")) from None
-            raise falcon.HTTPBadRequest(
-                description="The request body is not valid UTF-8 JSON."
-            ) from None
-    if not isinstance(document, dict):
-        raise falcon.HTTPBadRequest(
-            description=f"The request body must be a JSON object ({shape})."
-        )
-    return document
+        return json_object(body, shape)
+    except NotAnObject as exc:
+        raise falcon.HTTPBadRequest(description=f"The request body is {exc}.") from None
 
 
 def _too_large(limit: int) -> falcon.HTTPContentTooLarge:

@@ -7,8 +7,10 @@ a tag. Unknown fields are allowed by the seed's schema, so they are dropped, not
 import re
 from typing import Any, cast
 
+import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump, post_load
 
+from plant_store.http.json_fallback import reparse
 from plant_store.stores import Plant
 
 
@@ -124,3 +126,26 @@ def describe(error: ValidationError) -> str:
         return " ".join(map(str, messages))
     return " ".join(f"{field}: {' '.join(map(str, problems))}" for field, problems in
                     sorted(messages.items()))
+
+
+class NotAnObject(ValueError):
+    """Why a body holds no JSON object, said so that "The request body is ..." (an API
+    request's) or "line N: ..." (an import's) can precede it."""
+
+
+def json_object(body: bytes, shape: str) -> dict[str, Any]:
+    """The JSON object ``body`` holds, read as strictly for an import's line as for a
+    request's body: orjson, then the slower parse for what only it refuses (a number beyond
+    a double, which the schema then names). ``shape`` names the object expected."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        try:
+            document = reparse(body, exc)
+        except ValueError as refused:  # orjson's depth limit, or the fallback's (the same)
+            deep = "nested too deeply" in str(refused)
+            raise NotAnObject("nested deeper than 1024 levels" if deep
+                              else "not valid UTF-8 JSON") from None
+    if not isinstance(document, dict):
+        raise NotAnObject(f"not a JSON object ({shape})")
+    return document

@@ -9,7 +9,7 @@ owes are one write.
 """
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -174,6 +174,15 @@ class Store(abc.ABC):
         """Up to ``limit`` plants in creation order from position ``start`` (only those
         tagged exactly ``tag``, unless it is None), and the position of the next page, or
         None when no more plants follow. Costs the page's length, not the store's size."""
+
+    def pages(self, size: int, limit: int | None = None) -> Iterator[list[Plant]]:
+        """Every plant in creation order (at most ``limit`` of them), ``size`` at a time:
+        the one walk of a whole store, for an export and for ``plants list``."""
+        start: int | None = 0
+        while start is not None and limit != 0:
+            plants, start = self.page(start, size if limit is None else min(size, limit))
+            yield plants
+            limit = None if limit is None else limit - len(plants)
 
     @abc.abstractmethod
     def __len__(self) -> int:

@@ -172,3 +172,14 @@ def test_json_file_store_keeps_deletes_across_reopen(tmp_path):
     with JsonFileStore(str(tmp_path)) as store:
         assert store.page(0, 5) == ([Plant(2, "x"), Plant(3, "again")], None)
         assert store.get(1) is None
+
+
+def test_pages_walks_the_whole_store_size_at_a_time_up_to_a_limit(store):
+    for plant_id in range(7):
+        store.create(Plant(plant_id, f"p{plant_id}"))
+    store.delete(3)
+    pages = [[p.id for p in page] for page in store.pages(2)]
+    assert [plant_id for page in pages for plant_id in page] == [0, 1, 2, 4, 5, 6]
+    assert all(len(page) <= 2 for page in pages)
+    assert [p.id for page in store.pages(4, limit=5) for p in page] == [0, 1, 2, 4, 5]
+    assert list(store.pages(3, limit=0)) == []

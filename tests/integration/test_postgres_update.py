@@ -91,8 +91,8 @@ class LosesTheAnswer(PostgresStore):
 
     meanwhile = None
 
-    def _attempt(self, name, params, result, deadline):
-        answer = super()._attempt(name, params, result, deadline)
+    def _attempt(self, name, *args, **kwargs):
+        answer = super()._attempt(name, *args, **kwargs)
         if name == "update" and not getattr(self, "lost", False):
             self.lost = True
             if self.meanwhile:

@@ -23,7 +23,7 @@ Configurations (``--only`` takes their names; the baseline always runs):
                       service's server settings, send_bytes among them)
 
 with ``--before TREE`` also ours from TREE, each beside its own when that runs:
-``before-jsonfile``, ``before-postgresql``.
+``before-memory``, ``before-jsonfile``, ``before-postgresql``.
 
 A throwaway PostgreSQL cluster (``tests/pgserver.py``: a Unix socket, ``fsync`` and
 ``synchronous_commit`` on) holds a database for each PostgreSQL-backed server. Every server
@@ -100,7 +100,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds")
     parser.add_argument("--only", help="comma-separated configuration names (see above)")
     parser.add_argument("--before", metavar="TREE",
-                        help="also our JSON-file and PostgreSQL stores from this checkout")
+                        help="also our memory, JSON-file and PostgreSQL stores from this checkout")
     args = parser.parse_args()
     connections = [int(c) for c in args.connections.split(",")]
 
@@ -141,6 +141,8 @@ def main():
                                   serverctl.bare(taskset="0", waitress_defaults=True)),
             }
             if args.before:
+                configurations["before-memory"] = ("before: ours, memory store", ours(
+                    "bm", "--store", "memory", tree=args.before))
                 configurations["before-jsonfile"] = ("before: ours, JSON file (fsync)", ours(
                     "bj", "--store", "jsonfile", tree=args.before))
                 configurations["before-postgresql"] = ("before: ours, PostgreSQL",

@@ -85,6 +85,9 @@ def create_app(
             config.trusted_proxy_count, config.url_prefix), middleware=middleware, router=router)
     else:  # nothing to rewrite: the plain app, not a call more per request
         app = falcon.App(middleware=middleware, router=router)
+    # Falcon's default already; said here, as the plant resources rely on it for their
+    # answers' Content-Type rather than setting it on each.
+    app.resp_options.default_media_type = falcon.MEDIA_JSON
     app.set_error_serializer(errors.serialize)
     app.add_error_handler(Exception, errors.unexpected)
     app.add_route("/plants", PlantsResource(

@@ -41,6 +41,7 @@ from plant_store.logs import escape, iso_timestamp, own_stream, timestamp
 FLUSH_INTERVAL = 0.05  # seconds; a small batch holds the GIL briefly, which keeps p99 down
 LOGGER = logging.getLogger("plant_store.access")
 _LEVELS = {"INFO": logging.INFO, "DEBUG": logging.DEBUG}
+_CODES: dict[Any, int] = {}  # a status as the app set it -> its code
 
 
 class AccessLog:
@@ -102,20 +103,38 @@ class AccessLog:
                 "status": falcon.http_status_to_code(status),
                 "duration_ms": round(elapsed * 1000, 3), "request_id": request_id}
 
-    def _format(self, entry: tuple[Any, ...]) -> str:
+    def _text(self, entries: list[tuple[Any, ...]]) -> str:
+        """The lines of ``entries``, in the text format, formatted in one loop: the
+        flusher's cost per line is the service's per request (half of it a call per line
+        to a formatter and to the timestamp's cache, before this loop)."""
+        out: list[str] = []
+        append = out.append
+        codes = _CODES
+        last_millis, stamp = -1, ""
+        for now, level, remote_addr, method, path, status, elapsed, request_id in entries:
+            code = codes.get(status)
+            if code is None:
+                code = falcon.http_status_to_code(status)
+                if len(codes) < 64:  # the app's own statuses: few
+                    codes[status] = code
+            # Every unsafe character but the backslash is unprintable, and isprintable()
+            # costs the usual clean line less than a regex search would.
+            chosen = remote_addr + method + path + request_id
+            if not chosen.isprintable() or "\\" in chosen:
+                remote_addr, method, path, request_id = (
+                    escape(f) for f in (remote_addr, method, path, request_id))
+            millis = int(now * 1000)  # timestamp()'s own cache key
+            if millis != last_millis:
+                last_millis, stamp = millis, timestamp(now)
+            tenths = round(elapsed * 10000)  # of a millisecond; ints format faster than floats
+            append(f"{stamp} {level} [plant_store.access] {remote_addr} {method} "
+                   f"{path} {code} {tenths // 10}.{tenths % 10}ms {request_id}\n")
+        return "".join(out)
+
+    def _format(self, entries: list[tuple[Any, ...]]) -> str:
         if self._json:
-            return orjson.dumps(self._object(entry)).decode() + "\n"
-        now, level, remote_addr, method, path, status, elapsed, request_id = entry
-        status = falcon.http_status_to_code(status)
-        client = (remote_addr, method, path, request_id)
-        chosen = "".join(client)
-        # Every unsafe character but the backslash is unprintable, and isprintable() costs
-        # the usual clean line less than a regex search would.
-        if not chosen.isprintable() or "\\" in chosen:
-            remote_addr, method, path, request_id = (escape(f) for f in client)
-        tenths = round(elapsed * 10000)  # of a millisecond; ints format faster than floats
-        return (f"{timestamp(now)} {level} [plant_store.access] {remote_addr} {method} "
-                f"{path} {status} {tenths // 10}.{tenths % 10}ms {request_id}\n")
+            return "".join(orjson.dumps(self._object(e)).decode() + "\n" for e in entries)
+        return self._text(entries)
 
     def flush(self) -> None:
         with self._lock:
@@ -136,7 +155,7 @@ class AccessLog:
             if stream is not self._stream:  # the root's handler: its level still applies
                 lines = [e for e in lines if LOGGER.isEnabledFor(_LEVELS[e[1]])]
             try:
-                stream.write("".join(map(self._format, lines)))
+                stream.write(self._format(lines))
                 stream.flush()
             except (OSError, ValueError):  # stderr closed or gone: nowhere left to log
                 pass

@@ -8,11 +8,12 @@ import threading
 import time
 
 import psycopg_pool
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg_pool.base import AttemptWithBackoff
 
+from plant_store import prometheus_adapter
 from plant_store.stores.postgres import pool_adapter
 
 POOL = f"psycopg_pool {psycopg_pool.__version__}"
@@ -75,3 +76,22 @@ def scrape(directory):
             for s in family.samples}
 
 
+
+
+def test_a_batch_observed_through_the_histograms_attributes_equals_observe_each():
+    amounts = [0.0, 0.0005, 0.0007, 0.001, 0.3, 7.5, 99.0, 0.001]
+    samples = []
+    for batched in (True, False):
+        registry = CollectorRegistry()
+        histogram = Histogram("t", "t", buckets=(0.0005, 0.001, 0.5, 10), registry=registry)
+        # The attributes relied on are there: else the public fallback would hide a break.
+        assert {"_upper_bounds", "_buckets", "_sum"} <= set(vars(histogram)), (
+            "prometheus_client's histogram layout changed: read prometheus_adapter again")
+        if batched:
+            prometheus_adapter.observe_all(histogram, amounts)
+        else:
+            for amount in amounts:
+                histogram.observe(amount)
+        samples.append([(s.name, s.labels, s.value) for metric in registry.collect()
+                        for s in metric.samples])
+    assert samples[0] == samples[1]

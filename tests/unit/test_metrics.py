@@ -76,7 +76,10 @@ def test_compactions_are_counted_and_timed(tmp_path):
 
 def test_batched_counting_gives_what_the_client_counts_one_request_at_a_time():
     rng = random.Random(7)
-    samples = [rng.choice([rng.expovariate(300), rng.uniform(0, 20)]) for _ in range(2000)]
+    samples = [rng.choice([rng.expovariate(300), rng.uniform(0, 20)]) for _ in range(1970)]
+    # Each bucket's bound itself (an amount equal to it is in it), zero, one past the last.
+    samples += [*metrics.LATENCY, *metrics.LATENCY, 0.0, 100.0]
+    rng.shuffle(samples)
     reference = CollectorRegistry()
     one_by_one = Histogram("plant_store_http_request_duration_seconds", "x",
                            ("route", "method"), buckets=metrics.LATENCY, registry=reference)

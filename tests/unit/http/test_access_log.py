@@ -2,11 +2,17 @@
 
 import io
 import time
+from http import HTTPStatus
 
+import falcon
 import webtest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plant_store.app import create_app
 from plant_store.config import Config
+from plant_store.http.access_log import AccessLog
+from plant_store.logs import escape, timestamp
 from plant_store.stores import MemoryStore
 
 
@@ -78,3 +84,29 @@ def test_no_access_lines_above_info(tokens, token):
     assert stream.getvalue() == ""
 
 
+
+
+def _one_line(entry):
+    """An access line as the formatter wrote it one line at a time before issue 37."""
+    now, level, remote_addr, method, path, status, elapsed, request_id = entry
+    client = (remote_addr, method, path, request_id)
+    chosen = "".join(client)
+    if not chosen.isprintable() or "\\" in chosen:
+        remote_addr, method, path, request_id = (escape(f) for f in client)
+    tenths = round(elapsed * 10000)
+    return (f"{timestamp(now)} {level} [plant_store.access] {remote_addr} {method} "
+            f"{path} {falcon.http_status_to_code(status)} {tenths // 10}.{tenths % 10}ms "
+            f"{request_id}\n")
+
+
+_FIELD = st.text(max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(
+    st.floats(1.7e9, 1.8e9), st.sampled_from(["INFO", "DEBUG"]), _FIELD, _FIELD, _FIELD,
+    st.sampled_from(["200 OK", "404 Not Found", 201, falcon.HTTP_503, HTTPStatus.CONFLICT]),
+    st.floats(0, 100), _FIELD), max_size=20))
+def test_a_batch_is_formatted_as_each_line_was_alone(entries):
+    access = AccessLog(io.StringIO(), "info", frozenset())
+    assert access._text(entries) == "".join(map(_one_line, entries))

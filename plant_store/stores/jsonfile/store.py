@@ -241,8 +241,11 @@ class JsonFileStore(Store):
                     raise StoreUnavailable(self._log.broken, "broken")
                 entries = (self._order.page(start, limit) if tag is None
                            else self._tags.page(tag, start, limit))
+                # Pending, not merely in _updating: once its fsync is done an update is
+                # durable, though its thread has yet to take the lock back to say so.
                 updating = next((plant_id for _, plant_id in entries
-                                 if plant_id in self._updating), None)
+                                 if plant_id in self._updating
+                                 and self._log.pending(plant_id)), None)
                 if updating is None:
                     break
                 self._log.wait_for(updating)

@@ -303,3 +303,40 @@ def test_a_read_never_sees_an_update_before_it_is_durable(tmp_path):
     finally:
         synced.set()
         store.close()
+
+
+def test_pages_read_while_updates_are_written_never_hang(tmp_path):
+    # The hostile pass on issue 36: a page waited for an update whose fsync was done but
+    # whose thread had not yet taken the lock back, spinning with the lock held: for good.
+    store = JsonFileStore(str(tmp_path))
+    for plant_id in range(8):
+        store.create(Plant(plant_id, "p", "t"))
+    stop = time.monotonic() + 1.5
+    done = []
+
+    def update(plant_id):
+        n = 0
+        while time.monotonic() < stop:
+            n += 1
+            store.update(Plant(plant_id, f"p{n}", "t"))
+        done.append(n)
+
+    def page():
+        n = 0
+        while time.monotonic() < stop:
+            n += 1
+            assert len(store.page(0, 100, "t")[0]) == 8
+            assert len(store.page(0, 100)[0]) == 8
+        done.append(n)
+
+    threads = [threading.Thread(target=work, args=args, daemon=True)
+               for work, args in [(update, (1,)), (update, (2,)), (update, (3,)),
+                                  (page, ()), (page, ()), (page, ())]]
+    for thread in threads:
+        thread.start()
+    give_up = time.monotonic() + 10
+    for thread in threads:
+        thread.join(timeout=max(0.0, give_up - time.monotonic()))
+    assert not any(thread.is_alive() for thread in threads), "a page or an update hung"
+    assert len(done) == 6 and all(done)
+    store.close()

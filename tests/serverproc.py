@@ -6,6 +6,7 @@ import http.client
 import itertools
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -106,11 +107,26 @@ def parse_answer(raw):
     return status, headers, body
 
 
+_PORTS = random.Random()
+_handed_out = set()
+
+
 def free_port():
-    """A loopback port nobody listens on (yet)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nobody listens on (yet), on any address: chosen below the kernel's ephemeral
+    range, which the kernel hands to outgoing connections and to port 0 binds, so the port
+    is not taken between now and the server's bind by some client's connection (a proxy
+    once failed to start that way)."""
+    while True:
+        port = _PORTS.randrange(10000, 32000)
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
 
 
 def run_cli(*args, env=None):

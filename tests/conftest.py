@@ -261,3 +261,13 @@ def store_contract():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return {name: value for name, value in vars(module).items() if name.startswith("test_")}
+
+
+def unit_twin(relative):
+    """The tests/unit module (``relative`` to tests/unit) whose real-server half a
+    tests/integration/*_live.py file is: the helpers both halves use live there once."""
+    path = UNIT / relative
+    spec = importlib.util.spec_from_file_location(f"unit_twin.{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,33 +1,16 @@
-"""Access lines: one per request, written by a background thread, never a token or body."""
+"""The real-server half of tests/unit/http/test_access_log.py: access lines: one per request,
+written by a background thread, never a token or body."""
 
-import io
 import os
 import socket
-import time
 
 import pytest
-import webtest
 
-from plant_store.app import create_app
-from plant_store.config import Config
-from plant_store.stores import MemoryStore
+from conftest import unit_twin
 from serverproc import Server
 
-
-def logged_app(tokens, token, log_level="info"):
-    stream = io.StringIO()
-    app = create_app(Config(store="memory", log_level=log_level), store=MemoryStore(),
-                     tokens=tokens, log_stream=stream)
-    return webtest.TestApp(app, extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"}), stream
-
-
-def lines_when(stream, count):
-    """The stream's lines once ``count`` have been flushed (the flusher runs every 0.2 s)."""
-    deadline = time.monotonic() + 5
-    while len(lines := stream.getvalue().splitlines()) < count:
-        assert time.monotonic() < deadline, f"expected {count} access lines, got {lines}"
-        time.sleep(0.02)
-    return lines
+_twin = unit_twin("http/test_access_log.py")  # the helpers both halves use
+logged_app, lines_when = _twin.logged_app, _twin.lines_when
 
 
 # Python 3.12+ warns about fork() in a process with threads; forking one is the point here.

@@ -1,12 +1,17 @@
-"""The append log's invariants, tested directly with many threads: a waiter holds a ticket,
-never an offset, so swaps and rollbacks cannot strand it; a failed fsync drops exactly the
-pending lines; a file deleted or replaced under the log acknowledges nothing more."""
+"""The real-server half of tests/unit/stores/test_appendlog.py: the append log's invariants,
+tested directly with many threads: a waiter holds a ticket, never an offset, so swaps and
+rollbacks cannot strand it; a failed fsync drops exactly the pending lines; a file deleted or
+replaced under the log acknowledges nothing more."""
 
 import os
 
-from plant_store.stores import JsonFileStore, Plant, StoreUnavailable
+from conftest import unit_twin
+from plant_store.stores import JsonFileStore, Plant
 from plant_store.stores.jsonfile.store import DATA_FILE
 from serverproc import Server
+
+_twin = unit_twin("stores/test_appendlog.py")  # the helpers both halves use
+write_in_child = _twin.write_in_child
 
 
 def test_a_data_file_deleted_under_a_running_server_is_a_503_not_a_200(tmp_path):
@@ -20,15 +25,6 @@ def test_a_data_file_deleted_under_a_running_server_is_a_503_not_a_200(tmp_path)
         assert status == 503 and "deleted" in body["message"]
         assert server.request("GET", "/health")[0] == 200  # it serves: alive, not ready
         assert "deleted under the running server" in "".join(server.stderr)
-
-
-def write_in_child(store):
-    """What a write does in a forked child, told as bytes to the parent."""
-    try:
-        store.create(Plant(2, "child's"))
-    except StoreUnavailable as exc:
-        return b"refused: " + str(exc).encode()
-    return b"wrote"
 
 
 def test_a_store_inherited_across_fork_refuses_in_the_child(tmp_path):

@@ -1,10 +1,13 @@
-"""Settings: one table, three sources, flags win; bad values are refused with their source."""
+"""The real-server half of tests/unit/test_config.py: settings: one table, three sources, flags
+win; bad values are refused with their source."""
 
-import pathlib
 import subprocess
 import sys
 
-EXAMPLE = pathlib.Path(__file__).parents[2] / "conf" / "plant-store.ini"
+from conftest import unit_twin
+
+_twin = unit_twin("test_config.py")  # the helpers both halves use
+EXAMPLE = _twin.EXAMPLE
 
 
 def test_the_example_file_is_what_config_example_prints():

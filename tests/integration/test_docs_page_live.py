@@ -1,4 +1,5 @@
-"""GET /docs: Swagger UI on the document, every file of it served by the service itself."""
+"""The real-server half of tests/unit/http/test_docs_page.py: gET /docs: Swagger UI on the
+document, every file of it served by the service itself."""
 
 import pathlib
 import shutil

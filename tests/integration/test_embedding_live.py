@@ -1,5 +1,6 @@
-"""The public embedding and testing API: plant_store.testing, StaticTokens, create_app's
-refusals, access lines through a host's logging, and the docs' examples, run as a user would."""
+"""The real-server half of tests/unit/test_embedding.py: the public embedding and testing API:
+plant_store.testing, StaticTokens, create_app's refusals, access lines through a host's logging,
+and the docs' examples, run as a user would."""
 
 import os
 import pathlib

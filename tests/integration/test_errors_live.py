@@ -1,4 +1,5 @@
-"""Errors outside the POST table still come back in the Error shape."""
+"""The real-server half of tests/unit/http/test_errors.py: errors outside the POST table still
+come back in the Error shape."""
 
 
 

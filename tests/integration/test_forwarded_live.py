@@ -1,14 +1,17 @@
-"""Forwarded headers and the URL prefix, applied by the app itself (plant_store.http.forwarded):
-in process with WebTest, mounted in a host application, and under gunicorn and uWSGI."""
+"""The real-server half of tests/unit/http/test_forwarded.py: forwarded headers and the URL
+prefix, applied by the app itself (plant_store.http.forwarded): in process with WebTest, mounted
+in a host application, and under gunicorn and uWSGI."""
 
 import time
 
 import pytest
 
+from conftest import unit_twin
 from serverproc import http_request
 from test_prefork import gunicorn, uwsgi
 
-CLIENT = "192.0.2.7"
+_twin = unit_twin("http/test_forwarded.py")  # the helpers both halves use
+CLIENT = _twin.CLIENT
 
 
 @pytest.mark.parametrize("server", ["gunicorn", "uwsgi"])

@@ -1,6 +1,7 @@
-"""The library behaviour the adapters rely on, pinned against the installed releases: a
-release that changes it fails here, naming the library (plant_store.prometheus_adapter and
-plant_store.stores.postgres.pool_adapter list what is relied on)."""
+"""The real-server half of tests/unit/test_library_pins.py: the library behaviour the adapters
+rely on, pinned against the installed releases: a release that changes it fails here, naming the
+library (plant_store.prometheus_adapter and plant_store.stores.postgres.pool_adapter list what
+is relied on)."""
 
 import importlib.metadata
 import os
@@ -9,11 +10,12 @@ import sys
 import textwrap
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import unit_twin
 from plant_store import prometheus_adapter
+
+_twin = unit_twin("test_library_pins.py")  # the helpers both halves use
+scrape = _twin.scrape
 
 PROMETHEUS = f"prometheus_client {importlib.metadata.version('prometheus_client')}"
 
@@ -28,15 +30,6 @@ WORKER = textwrap.dedent("""
     for amount in (0.001, 0.2, 7):
         seconds.observe(amount)
 """)
-
-
-def scrape(directory):
-    """{(sample name, labels): value} of a scrape (families come in no set order)."""
-    registry = CollectorRegistry(auto_describe=False)
-    MultiProcessCollector(registry, str(directory))
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(generate_latest(registry).decode())
-            for s in family.samples}
 
 
 def test_a_merged_archive_is_read_as_the_workers_files_were(tmp_path):

@@ -1,6 +1,6 @@
-"""``/metrics``: a real scrape of a real server, parsed with the Prometheus client's own
-text parser, counts exactly what was sent; who may read it is a setting; gunicorn's workers
-on one PostgreSQL database add up in one scrape."""
+"""The real-server half of tests/unit/test_metrics.py: ``/metrics``: a real scrape of a real
+server, parsed with the Prometheus client's own text parser, counts exactly what was sent; who
+may read it is a setting; gunicorn's workers on one PostgreSQL database add up in one scrape."""
 
 import os
 import signal
@@ -10,32 +10,18 @@ import threading
 import time
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import mounts
+from conftest import unit_twin
 from plant_store.tokens import TokenFile
 from plant_store.webhooks.worker import new_secret
 from receiver import Receiver
 from serverproc import Server, ended, exchange, free_port, http_request, run_cli, wait_answering
 
+_twin = unit_twin("test_metrics.py")  # the helpers both halves use
+samples, value, scrape = _twin.samples, _twin.value, _twin.scrape
+
 SCRAPE_COPY = os.environ.get("PLANT_STORE_KEEP_SCRAPE")  # a path: keep the scrape there
-
-
-def samples(text):
-    """{(sample name, sorted label items): value} of a scrape."""
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(scraped, name, **labels):
-    return scraped.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-def scrape(request, token=None):
-    status, headers, body = request("GET", "/metrics", token=token)
-    assert status == 200, body
-    assert headers["Content-Type"].startswith("text/plain; version=")
-    return body.decode()
 
 
 def test_a_scrape_after_a_mixed_load_counts_what_was_sent(tmp_path):

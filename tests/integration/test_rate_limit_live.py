@@ -1,7 +1,8 @@
-"""The rate limit: the bucket table's arithmetic and invariants (with a clock of the test's
-own, and with many threads), the middleware through the app (who a client is, what is never
-limited, the answer's shape, the metrics, the document), a real server under a flood, and
-the single-flight scrapes of /metrics."""
+"""The real-server half of tests/unit/http/test_rate_limit.py: the rate limit: the bucket
+table's arithmetic and invariants (with a clock of the test's own, and with many threads), the
+middleware through the app (who a client is, what is never limited, the answer's shape, the
+metrics, the document), a real server under a flood, and the single-flight scrapes of
+/metrics."""
 
 import threading
 import time

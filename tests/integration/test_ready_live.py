@@ -1,7 +1,7 @@
-"""Readiness: ``/ready`` answers 200 only while the store can take writes, and 503 in the
-Error shape naming why; ``/health`` (liveness) stays 200 all the while. Over real HTTP
-where the fault is real: a data file replaced under the server, a PostgreSQL server stopped
-and started, a database made read-only."""
+"""The real-server half of tests/unit/http/test_ready.py: readiness: ``/ready`` answers 200 only
+while the store can take writes, and 503 in the Error shape naming why; ``/health`` (liveness)
+stays 200 all the while. Over real HTTP where the fault is real: a data file replaced under the
+server, a PostgreSQL server stopped and started, a database made read-only."""
 
 import os
 import time

@@ -1,4 +1,5 @@
-"""The token file as the server sees it: hashes only, reloads, and no races."""
+"""The real-server half of tests/unit/test_tokens.py: the token file as the server sees it:
+hashes only, reloads, and no races."""
 
 
 

@@ -1,24 +1,18 @@
-"""The systemd examples: valid units (systemd-analyze verify), sandboxed (systemd-analyze
-security scores them "OK"), settings only from the INI file, and no token in the journal."""
+"""The real-server half of tests/unit/test_units.py: the systemd examples: valid units
+(systemd-analyze verify), sandboxed (systemd-analyze security scores them "OK"), settings only
+from the INI file, and no token in the journal."""
 
-import pathlib
 import re
 import shutil
 import subprocess
 
 import pytest
 
-from conftest import _needed
+from conftest import unit_twin
 from serverproc import Server
 
-CONF = pathlib.Path(__file__).parents[2] / "conf"
-UNITS = ["plant-store.service.example", "plant-store-gunicorn.service.example"]
-ANALYZE = shutil.which("systemd-analyze")
-OK = 2.0  # systemd's scale: up to 1.9 "OK"... 10 "UNSAFE"; 7.9 before the hardening
-
-
-def analyze():
-    return _needed(ANALYZE, "systemd-analyze is not installed", "systemd package", "unit")
+_twin = unit_twin("test_units.py")  # the helpers both halves use
+CONF, UNITS, ANALYZE, OK, analyze = _twin.CONF, _twin.UNITS, _twin.ANALYZE, _twin.OK, _twin.analyze
 
 
 @pytest.mark.parametrize("name", UNITS)

@@ -1,5 +1,6 @@
-"""Misbehaving subscribers: a whole delivery ends by ``webhook_timeout``, one subscriber's
-lane never delays another's, and a stop waits for no subscriber longer than that."""
+"""The real-server half of tests/unit/webhooks/test_webhook_lanes.py: misbehaving subscribers: a
+whole delivery ends by ``webhook_timeout``, one subscriber's lane never delays another's, and a
+stop waits for no subscriber longer than that."""
 
 import json
 import signal

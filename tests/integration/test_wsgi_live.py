@@ -1,5 +1,5 @@
-"""``plant_store.wsgi:application`` is a plain WSGI app configured from the environment,
-built in the process that serves it."""
+"""The real-server half of tests/unit/serving/test_wsgi.py: ``plant_store.wsgi:application`` is
+a plain WSGI app configured from the environment, built in the process that serves it."""
 
 import json
 import logging
@@ -9,17 +9,19 @@ import sys
 import textwrap
 import time
 
-import falcon.testing
 import pytest
 import webtest
 
-from conftest import assert_error
+from conftest import assert_error, unit_twin
 from plant_store.config import Config
 from plant_store.serving import lazy_app
 from plant_store.serving.lazy_app import UNAVAILABLE, LazyApp
 from plant_store.tokens import TokenFile
 from receiver import SECRET
 from serverproc import StoreHolder
+
+_twin = unit_twin("serving/test_wsgi.py")  # the helpers both halves use
+call = _twin.call
 
 
 def test_wsgi_module_builds_the_app_from_the_environment(tmp_path):
@@ -60,14 +62,6 @@ def test_importing_reads_the_settings_but_opens_nothing(tmp_path):
                             env={**env, "PLANT_STORE_PORT": "eighty"}, capture_output=True,
                             text=True, timeout=30)
     assert result.returncode == 1 and "ConfigError: setting port='eighty'" in result.stderr
-
-
-def call(app, path="/ready"):
-    """One request straight to a WSGI callable: (status code, JSON body)."""
-    answer = {}
-    body = b"".join(app(falcon.testing.create_environ(path),
-                        lambda status, headers: answer.update(status=int(status[:3]))))
-    return answer["status"], json.loads(body)
 
 
 @pytest.mark.slow

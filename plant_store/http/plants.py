@@ -5,8 +5,9 @@ Their JSON answers set no Content-Type: the app's default media type is JSON
 (``create_app`` says so), and Falcon gives it to every answer with a body that names none,
 which costs less than setting the header on each (the create is the hot path)."""
 
+import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -153,14 +154,8 @@ class PlantResource:
             plant = load_plant_update(read_object(req, self._max_body, "a Plant"), number)
         except ValidationError as exc:
             raise falcon.HTTPBadRequest(description=describe(exc)) from None
-        try:
+        with self._conditional_write(req, "update", UPDATE_UNKNOWN, UPDATE_NOT_DONE):
             done = self._store.update(plant, condition)
-        except PreconditionFailed as exc:
-            raise _failed(req, exc.stored) from None
-        except StoreUnavailable as exc:
-            self._on_unavailable("update", exc)
-            raise falcon.HTTPServiceUnavailable(description=UPDATE_UNKNOWN if exc.unknown
-                                                else UPDATE_NOT_DONE) from None
         if done is None:
             raise _not_found(number)
         resp.set_header("ETag", etags.etag(done[0]))
@@ -169,17 +164,25 @@ class PlantResource:
     def on_delete(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
         number = _plant_id(plant_id)
         condition = _preconditions(req)
-        try:
+        with self._conditional_write(req, "delete", DELETE_UNKNOWN, DELETE_NOT_DONE):
             deleted = self._store.delete(number, condition)
-        except PreconditionFailed as exc:
-            raise _failed(req, exc.stored) from None
-        except StoreUnavailable as exc:
-            self._on_unavailable("delete", exc)
-            raise falcon.HTTPServiceUnavailable(description=DELETE_UNKNOWN if exc.unknown
-                                                else DELETE_NOT_DONE) from None
         if not deleted:
             raise _not_found(number)
         resp.status = falcon.HTTP_204
+
+    @contextlib.contextmanager
+    def _conditional_write(self, req: falcon.Request, operation: str, unknown: str,
+                           not_done: str) -> Iterator[None]:
+        """A write's refusals as answers: 412 when its condition fails, 503 saying whether
+        the write is known not done or its outcome unknown."""
+        try:
+            yield
+        except PreconditionFailed as exc:
+            raise _failed(req, exc.stored) from None
+        except StoreUnavailable as exc:
+            self._on_unavailable(operation, exc)
+            raise falcon.HTTPServiceUnavailable(
+                description=unknown if exc.unknown else not_done) from None
 
 
 def _plant_id(text: str) -> int:

@@ -38,6 +38,8 @@ log = logging.getLogger("plant_store.lazy_app")  # the name users filter on
 
 RETRY_INTERVAL = 1.0  # seconds between tries to open the store after one failed
 UNAVAILABLE = "This server process cannot serve the store; see the server's log."
+
+
 def warn_under_uwsgi(config: Config) -> bool:
     """Under uWSGI with several processes on a one-process store, one error line at start
     (in the master, or the first worker with --lazy-apps); nothing elsewhere. Whether so."""

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 from plant_store.config import Config
 from plant_store.http.schemas import id_from_text
-from plant_store.stores import Plant, Store, StoreError, jsonfile, open_store
-from plant_store.stores.jsonfile.journal import INT64_MAX, INT64_MIN, decode_plant
+from plant_store.stores import Plant, Store, StoreError, Versioned, jsonfile, open_store
+from plant_store.stores.jsonfile.journal import INT64_MAX, INT64_MIN, decode_plant, version
 
 PAGE = 1000
 
@@ -38,12 +38,14 @@ def walk(config: Config, limit: int | None = None) -> Iterator[Plant]:
             yield from plants
 
 
-def get(config: Config, plant_id: int) -> Plant | None:
+def fetch(config: Config, plant_id: int) -> Versioned | None:
     if config.store == "jsonfile":
         stored = jsonfile.inspect(config.data_dir).index.get(plant_id)
-        return None if stored is None else decode_plant(stored[1])
+        if stored is None:
+            return None
+        return Versioned(decode_plant(stored[1]), version(stored[0], stored[2]))
     with _shared(config) as store:
-        return store.get(plant_id)
+        return store.fetch(plant_id)
 
 
 def _shared(config: Config) -> Store:

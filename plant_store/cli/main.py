@@ -180,14 +180,14 @@ def _plants(args: argparse.Namespace, cfg: config.Config) -> int:
     its lock, as ``check`` does; PostgreSQL is shared anyway)."""
     if args.plants_command == "get":
         plant_id = browse.parse_id(args.id)
-        plant = browse.get(cfg, plant_id)
-        if plant is None:
+        found = browse.fetch(cfg, plant_id)
+        if found is None:
             print(f"plant-store: there is no plant with id {plant_id}", file=sys.stderr)
             return 1
-        sys.stdout.buffer.write(transfer.encode(plant))
+        sys.stdout.buffer.write(transfer.encode(found.plant))
         sys.stdout.flush()
         # On stderr: stdout stays one NewPlant, as 'plants import' reads it.
-        print(f"ETag: {etags.etag(plant)}", file=sys.stderr)
+        print(f"ETag: {etags.etag(found.version)}", file=sys.stderr)
         return 0
     for plant in browse.walk(cfg, args.limit):  # no tag, no field: an empty one is a tag
         tag = "" if plant.tag is None else f"\t{logs.escape(plant.tag)}"

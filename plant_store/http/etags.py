@@ -1,21 +1,24 @@
 """Entity tags of a plant, and the conditional headers that name them (RFC 9110 8.8.3, 13.1).
 
-A plant's ETag is a digest of its name and tag, its representation's content: a strong
-validator (equal ETags, equal bodies), the same on every instance and store, with nothing
-stored beside the plant. A plant deleted and created again as it was has its old ETag,
-which is right for a validator of the representation: a PUT conditional on it replaces
-exactly what its client saw. The ``id`` is not in the body, so not in the digest.
+A plant's ETag names its version (:class:`plant_store.stores.Versioned`), not its content:
+it changes with every write of the plant and never repeats for its id, across updates,
+deletes and re-creates, so a request conditional on an ETag it once saw can never
+overwrite a later write, even one that put the same content back. A strong validator: one
+version, one body.
+
+The conditional headers are parsed once, before the store is asked, into
+:class:`Preconditions`, and bounded (:data:`MAX_HEADER`): a long list costs its length
+here, outside any lock, and a set lookup where the store decides.
 """
 
-import hashlib
-import json
 import re
 
-from plant_store.stores import Plant
+from plant_store.stores.preconditions import ANY, Preconditions
 
+MAX_HEADER = 8192  # bytes of an If-Match or If-None-Match value, at most
 # One list member: "*", or an entity tag, weak or not, and what surrounds it up to the next
 # comma. Matched member by member (no nested repetition), so a huge header costs its length.
-_MEMBER = re.compile(r'[ \t]*(?:(\*)|(W/)?("[\x21\x23-\x7e\x80-\xff]*"))[ \t]*(?:,|\Z)')
+_MEMBER = re.compile(r'[ \t]*(?:(\*)|(W/)?"([\x21\x23-\x7e\x80-\xff]*)")[ \t]*(?:,|\Z)')
 _EMPTY = re.compile(r"[ \t]*(?:,|\Z)")  # the list syntax allows empty members: "a, , b"
 
 
@@ -23,15 +26,20 @@ class Malformed(ValueError):
     """The header is not "*" or a list of entity tags."""
 
 
-def etag(plant: Plant) -> str:
-    """The strong ETag of ``plant``'s representation (JSON with escapes: any str, even a
-    lone surrogate, has one unambiguous encoding)."""
-    content = json.dumps([plant.name, plant.tag], ensure_ascii=True).encode()
-    return f'"{hashlib.blake2b(content, digest_size=16).hexdigest()}"'
+class TooLong(ValueError):
+    """The header is longer than :data:`MAX_HEADER`."""
+
+
+def etag(version: str) -> str:
+    """The strong ETag of a plant's ``version``."""
+    return f'"{version}"'
 
 
 def parse(header: str) -> tuple[bool, list[tuple[bool, str]]]:
-    """``header`` as (any: it was "*", [(weak, opaque tag), ...]); Malformed otherwise."""
+    """``header`` as (any: it was "*", [(weak, opaque tag without quotes), ...]); Malformed
+    otherwise, TooLong past :data:`MAX_HEADER`."""
+    if len(header) > MAX_HEADER:
+        raise TooLong(header)
     tags: list[tuple[bool, str]] = []
     at, end, star = 0, len(header), False
     while at < end:
@@ -52,14 +60,21 @@ def parse(header: str) -> tuple[bool, list[tuple[bool, str]]]:
     return star, tags
 
 
-def if_match(header: str, plant: Plant) -> bool:
-    """If-Match holds for ``plant``: strong comparison, so a weak tag never matches."""
+def if_match(header: str) -> frozenset[str]:
+    """The versions If-Match names: strong comparison, so a weak tag names none."""
     star, tags = parse(header)
-    return star or (False, etag(plant)) in tags
+    return ANY if star else frozenset(opaque for weak, opaque in tags if not weak)
 
 
-def if_none_match(header: str, plant: Plant) -> bool:
-    """If-None-Match holds (the client's copy is not current): weak comparison."""
+def if_none_match(header: str) -> frozenset[str]:
+    """The versions If-None-Match names: weak comparison, so a weak tag names its own."""
     star, tags = parse(header)
-    current = etag(plant)
-    return not star and all(opaque != current for _, opaque in tags)
+    return ANY if star else frozenset(opaque for _, opaque in tags)
+
+
+def preconditions(match: str | None, none_match: str | None) -> Preconditions | None:
+    """The request's preconditions (None: it has neither header); Malformed, TooLong."""
+    if match is None and none_match is None:
+        return None
+    return Preconditions(None if match is None else if_match(match),
+                         None if none_match is None else if_none_match(none_match))

@@ -28,8 +28,8 @@ from plant_store.http.schemas import (
     load_new_plant,
     load_plant_update,
 )
-from plant_store.stores import Conflict, Plant, PreconditionFailed, Store, StoreUnavailable
-from plant_store.stores.base import Condition
+from plant_store.stores import Conflict, PreconditionFailed, Store, StoreUnavailable
+from plant_store.stores.preconditions import Preconditions
 
 INT32_MAX = JsonInteger(32).maximum  # the bounds the schemas use
 _LIMIT = re.compile(r"[0-9]{1,10}")
@@ -43,12 +43,21 @@ CREATE_UNKNOWN = ("The store did not confirm the create in time; the plant may h
                   "the plant is stored.")
 DELETE_NOT_DONE = "The store cannot delete plants right now; the plant was kept."
 DELETE_UNKNOWN = ("The store did not confirm the delete in time; the plant may have been "
-                  "deleted. Send the same request again: 404 then means it is gone.")
+                  "deleted. Send the same request again: 404 then means it is gone (with "
+                  "If-Match, 412 means it was changed or created again since, and kept).")
 UPDATE_NOT_DONE = "The store cannot update plants right now; the plant was not changed."
 UPDATE_UNKNOWN = ("The store did not confirm the update in time; the plant may have been "
                   "updated. Send the same request again: it is safe, and answers 200 once "
-                  "the plant is as sent.")
+                  "the plant is as sent (with If-Match, 412 if another write came first: "
+                  "nothing of it is overwritten).")
 _CONDITION_RULE = "Must be * or a list of entity tags, as ETag headers give them."
+_CONDITION_SIZE = (f"The header is longer than {etags.MAX_HEADER:,} bytes; name fewer "
+                   "entity tags.")
+# A listing's tag filter, at most: its next page's Link repeats it, percent-encoded (up to
+# 9 bytes a character), and answer headers must fit a proxy's buffer (nginx: 4 KiB).
+MAX_TAG_FILTER = 256
+_TAG_RULE = (f"Must be given once, and at most {MAX_TAG_FILTER} characters (a longer tag's "
+             "plants are in the full listing).")
 
 
 class PlantsResource:
@@ -72,8 +81,8 @@ class PlantsResource:
             raise falcon.HTTPBadRequest(
                 description=f"{unknown[0]}: Not a parameter here; use limit, cursor and tag.")
         tag = req.params.get("tag")
-        if not isinstance(tag, str | None):
-            raise _bad_param("tag", "Must be given once.")
+        if not isinstance(tag, str | None) or (tag is not None and len(tag) > MAX_TAG_FILTER):
+            raise _bad_param("tag", _TAG_RULE)
         given = _query(req, "limit", _LIMIT, _LIMIT_RULE)
         limit = self._page_size if given is None else int(given)
         if not 1 <= limit <= INT32_MAX:
@@ -128,22 +137,22 @@ class PlantResource:
     def on_get(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
         number = _plant_id(plant_id)
         try:
-            plant = self._store.get(number)
+            found = self._store.fetch(number)
         except StoreUnavailable as exc:
             self._on_unavailable("get", exc)
             raise falcon.HTTPServiceUnavailable(
                 description="The store cannot read plants right now.") from None
-        if plant is None:
+        if found is None:
             raise _not_found(number)
-        match = _conditional(req, "If-Match", etags.if_match)
-        fresh = _conditional(req, "If-None-Match", etags.if_none_match)
-        if match is not None and not match(plant):
+        condition = _preconditions(req)
+        refused = None if condition is None else condition.refusal(found.version)
+        if refused == "If-Match":
             raise _changed(number)
-        resp.set_header("ETag", etags.etag(plant))
-        if fresh is not None and not fresh(plant):
+        resp.set_header("ETag", etags.etag(found.version))
+        if refused is not None:  # If-None-Match names the current version: 304
             resp.status = falcon.HTTP_304
             return
-        resp.data = orjson.dumps(dump_plant(plant))
+        resp.data = orjson.dumps(dump_plant(found.plant))
 
     on_head = on_get  # the same answer, without its body (Falcon drops it)
 
@@ -154,31 +163,31 @@ class PlantResource:
             plant = load_plant_update(read_object(req, self._max_body, "a Plant"), number)
         except ValidationError as exc:
             raise falcon.HTTPBadRequest(description=describe(exc)) from None
-        with self._conditional_write(req, "update", UPDATE_UNKNOWN, UPDATE_NOT_DONE):
+        with self._conditional_write("update", UPDATE_UNKNOWN, UPDATE_NOT_DONE):
             done = self._store.update(plant, condition)
         if done is None:
             raise _not_found(number)
-        resp.set_header("ETag", etags.etag(done[0]))
-        resp.data = orjson.dumps(dump_plant(done[0]))
+        resp.set_header("ETag", etags.etag(done[0].version))
+        resp.data = orjson.dumps(dump_plant(done[0].plant))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
         number = _plant_id(plant_id)
         condition = _preconditions(req)
-        with self._conditional_write(req, "delete", DELETE_UNKNOWN, DELETE_NOT_DONE):
+        with self._conditional_write("delete", DELETE_UNKNOWN, DELETE_NOT_DONE):
             deleted = self._store.delete(number, condition)
         if not deleted:
             raise _not_found(number)
         resp.status = falcon.HTTP_204
 
     @contextlib.contextmanager
-    def _conditional_write(self, req: falcon.Request, operation: str, unknown: str,
+    def _conditional_write(self, operation: str, unknown: str,
                            not_done: str) -> Iterator[None]:
         """A write's refusals as answers: 412 when its condition fails, 503 saying whether
         the write is known not done or its outcome unknown."""
         try:
             yield
         except PreconditionFailed as exc:
-            raise _failed(req, exc.stored) from None
+            raise _failed(exc) from None
         except StoreUnavailable as exc:
             self._on_unavailable(operation, exc)
             raise falcon.HTTPServiceUnavailable(
@@ -202,38 +211,27 @@ def _changed(number: int) -> falcon.HTTPPreconditionFailed:
         "GET it for its current ETag."))
 
 
-def _failed(req: falcon.Request, stored: Plant) -> falcon.HTTPPreconditionFailed:
-    """412 saying which header refused ``stored``."""
-    match = req.get_header("If-Match")
-    if match is not None and not etags.if_match(match, stored):
-        return _changed(stored.id)
+def _failed(exc: PreconditionFailed) -> falcon.HTTPPreconditionFailed:
+    """412 saying which header refused the stored plant."""
+    if exc.header == "If-Match":
+        return _changed(exc.stored.id)
     return falcon.HTTPPreconditionFailed(description=(
-        f"Plant {stored.id} is stored, and If-None-Match names its ETag (or is *); "
+        f"Plant {exc.stored.id} is stored, and If-None-Match names its ETag (or is *); "
         "nothing was changed."))
 
 
-def _preconditions(req: falcon.Request) -> Condition | None:
-    """A write's condition: If-Match holds, and If-None-Match names no current ETag (so
-    "If-None-Match: *", which asks never to replace a stored plant, is a 412, not a write)."""
-    match = _conditional(req, "If-Match", etags.if_match)
-    fresh = _conditional(req, "If-None-Match", etags.if_none_match)
-    if match is None or fresh is None:
-        return match or fresh
-    return lambda plant: match(plant) and fresh(plant)
-
-
-def _conditional(req: falcon.Request, header: str,
-                 holds: Callable[[str, Plant], bool]) -> Condition | None:
-    """The condition that ``header`` (If-Match or If-None-Match) puts on the stored plant,
-    checked where the store decides; None without the header, 400 when it is malformed."""
-    value = req.get_header(header)
-    if value is None:
-        return None
+def _preconditions(req: falcon.Request) -> Preconditions | None:
+    """The request's If-Match and If-None-Match, parsed once, before the store is asked:
+    400 when one is malformed, 431 when one is longer than etags.MAX_HEADER."""
+    match, none_match = req.get_header("If-Match"), req.get_header("If-None-Match")
     try:
-        etags.parse(value)
-    except etags.Malformed:
+        return etags.preconditions(match, none_match)
+    except ValueError as exc:
+        header = "If-Match" if match is not None and exc.args[0] is match else "If-None-Match"
+        if isinstance(exc, etags.TooLong):
+            raise falcon.HTTPRequestHeaderFieldsTooLarge(
+                description=f"{header}: {_CONDITION_SIZE}") from None
         raise _bad_param(header, _CONDITION_RULE) from None
-    return lambda plant: holds(value, plant)
 
 
 def read_object(req: falcon.Request, max_body: int, shape: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from plant_store.stores.base import (
     Store,
     StoreError,
     StoreUnavailable,
+    Versioned,
 )
 from plant_store.stores.jsonfile.store import JsonFileStore
 from plant_store.stores.memory import MemoryStore
@@ -28,6 +29,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreUnavailable",
+    "Versioned",
     "one_process_problem",
     "open_store",
 ]

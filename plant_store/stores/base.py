@@ -6,11 +6,17 @@ plant already as asked is left alone, whatever its condition says (a retried upd
 store that cannot write raises :class:`StoreUnavailable` and keeps nothing of the failed
 write. Beside the plants it keeps the webhook outbox, so a create and the deliveries it
 owes are one write.
+
+Every read shows only what is durable: a read reflects every write acknowledged before it
+began, and a write it reflects is durable (a store that acknowledges after an fsync makes
+its reads wait for the fsync that covers what they show).
 """
 
 import abc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
+
+from plant_store.stores.preconditions import Preconditions
 
 if TYPE_CHECKING:
     from plant_store.stores.outbox import Delivery
@@ -23,6 +29,15 @@ class Plant(NamedTuple):
     id: int
     name: str
     tag: str | None = None
+
+
+class Versioned(NamedTuple):
+    """A plant as stored, and its version: a name for the write that made it so, which
+    changes with every write of the id and never repeats for it (across updates, deletes
+    and re-creates). A plant's ETag names its version (see :mod:`.preconditions`)."""
+
+    plant: Plant
+    version: str
 
 
 class StoreError(Exception):
@@ -76,16 +91,18 @@ class Conflict(StoreError):
 
 
 class PreconditionFailed(StoreError):
-    """A conditional update or delete found the plant changed; nothing was written."""
+    """A conditional update or delete found the plant's version refused by ``header``
+    (If-Match or If-None-Match); nothing was written."""
 
-    def __init__(self, stored: Plant) -> None:
-        super().__init__(f"plant {stored.id} is not as the condition expects")
+    def __init__(self, stored: Plant, header: str) -> None:
+        super().__init__(f"plant {stored.id} is not as {header} expects")
         self.stored = stored
+        self.header = header
 
 
-# A condition on the stored plant (an If-Match, say), checked under the store's lock or
-# row lock, so no other change comes between the check and the write.
-Condition = Callable[[Plant], bool]
+# A write's preconditions, checked under the store's lock or row lock, so no other change
+# comes between the check and the write.
+Condition = Preconditions
 
 
 class BatchConflict(Conflict):
@@ -112,21 +129,24 @@ def replay(stored: Plant, plant: Plant) -> Plant:
     return stored
 
 
-def needs_update(stored: Plant, plant: Plant, condition: Condition | None) -> bool:
+def needs_update(stored: Versioned, plant: Plant, condition: Condition | None) -> bool:
     """Whether an update of ``stored`` to ``plant`` writes: not when it is already done
     (RFC 9110 13.1.1: a retried update answers as the first did); PreconditionFailed
-    when ``condition`` refuses the stored plant."""
-    if stored == plant:
-        return False
-    if condition is not None and not condition(stored):
-        raise PreconditionFailed(stored)
-    return True
+    when ``condition`` refuses the stored version (:meth:`Preconditions.refusal`)."""
+    equal = stored.plant == plant
+    if condition is not None:
+        header = condition.refusal(stored.version, equal)
+        if header is not None:
+            raise PreconditionFailed(stored.plant, header)
+    return not equal
 
 
-def check_delete(stored: Plant, condition: Condition | None) -> None:
-    """PreconditionFailed when ``condition`` refuses the plant a delete would remove."""
-    if condition is not None and not condition(stored):
-        raise PreconditionFailed(stored)
+def check_delete(stored: Versioned, condition: Condition | None) -> None:
+    """PreconditionFailed when ``condition`` refuses the version a delete would remove."""
+    if condition is not None:
+        header = condition.refusal(stored.version)
+        if header is not None:
+            raise PreconditionFailed(stored.plant, header)
 
 
 class Store(abc.ABC):
@@ -154,10 +174,12 @@ class Store(abc.ABC):
         return done
 
     @abc.abstractmethod
-    def update(self, plant: Plant, condition: Condition | None = None) -> tuple[Plant, bool] | None:
+    def update(self, plant: Plant,
+               condition: Condition | None = None) -> tuple[Versioned, bool] | None:
         """Replace the name and tag of the plant stored under ``plant.id``, keeping its place
-        in the creation order; return the stored plant and whether this call wrote, or None
-        when no plant has that id (an update never creates). See :func:`needs_update`."""
+        in the creation order; return the stored plant with its version and whether this
+        call wrote, or None when no plant has that id (an update never creates). See
+        :func:`needs_update`."""
 
     @abc.abstractmethod
     def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
@@ -165,8 +187,13 @@ class Store(abc.ABC):
         PreconditionFailed (the plant kept) when ``condition`` refuses it."""
 
     @abc.abstractmethod
+    def fetch(self, plant_id: int) -> Versioned | None:
+        """The plant stored under ``plant_id``, if any, with its version."""
+
     def get(self, plant_id: int) -> Plant | None:
         """The plant stored under ``plant_id``, if any."""
+        found = self.fetch(plant_id)
+        return None if found is None else found.plant
 
     @abc.abstractmethod
     def page(self, start: int, limit: int,

@@ -158,12 +158,16 @@ class AppendLog:
     def pending(self, key: Hashable) -> bool:
         return key in self._by_key
 
-    def sync(self) -> None:
-        """Wait until every line appended so far has its fate."""
-        if self._pending:
-            last = self._pending[-1]
-            while last.durable is None:
-                self._sync_or_wait()
+    def sync(self) -> bool:
+        """Wait until every line appended so far has its fate; whether all are durable
+        (tickets settle in order, and a rollback drops every pending one, so the newest
+        ticket's fate is that of all before it)."""
+        if not self._pending:
+            return True
+        last = self._pending[-1]
+        while last.durable is None:
+            self._sync_or_wait()
+        return last.durable
 
     def swap(self, fd: int, tmp: str, since: int) -> tuple[int, int, bytes]:
         """Make ``fd`` (the file at ``tmp``, holding the state as of offset ``since`` of

@@ -3,13 +3,18 @@
 One record a line, each a JSON object with an ``op``:
 
 - ``create``: a plant (``id``, ``name``, optional ``tag``), with the webhook deliveries it
-  owes (``webhooks``: ``[{"id", "url"}]``) and, in a compacted file, its ``seq``;
+  owes (``webhooks``: ``[{"id", "url"}]``) and, in a compacted file, its ``seq`` and, once
+  updated, its ``rev``;
 - ``update``: a plant's new ``name`` and optional ``tag`` (absent: none) under its ``id``;
-  it keeps its sequence number (a compacted file has its create record, as updated);
+  it keeps its sequence number and counts one more revision (a compacted file has its
+  create record, as updated, with the count in ``rev``);
 - ``delete``: ``id``;
 - ``delivery``: an outcome (``state`` delivered/failed/dead/retry, ``error``) of ``id``;
 - ``compacted``: the first line of a compacted file, with the ``next_seq`` to go on from;
 - ``outbox``: in a compacted file, a delivery still owed or dead, with its state.
+
+A plant's version is its sequence number (a re-create takes a new one: ``next_seq`` only
+grows, and a compacted file keeps it) and its revision: :func:`version`.
 
 A line is only ever appended, so a crash can tear at most the last one; anything invalid
 before it is corruption, which is reported with its line number and never repaired.
@@ -42,6 +47,11 @@ def encode_create(plant: Plant, deliveries: list[Delivery] | tuple[Delivery, ...
         record["webhooks"] = [{"id": d.id, "url": d.url} for d in deliveries]
     return kept(orjson.dumps(record))
 
+
+
+def version(seq: int, rev: int) -> str:
+    """The version of a plant created at ``seq`` and updated ``rev`` times since."""
+    return f"{seq}.{rev}"
 
 
 def encode_update(plant: Plant) -> bytes:
@@ -106,11 +116,11 @@ def _plant_fields(record: dict[str, Any]) -> tuple[int, str, str | None]:
 
 @dataclass
 class Journal:
-    """What a journal file holds: live plants by id as (seq, create record), their order,
+    """What a journal file holds: live plants by id as (seq, create record, rev), their order,
     the outbox, where the valid part ends, and how many records it has (headers aside)."""
 
     path: str
-    index: dict[int, tuple[int, bytes]]
+    index: dict[int, tuple[int, bytes, int]]
     order: CreationOrder
     tags: TagIndex
     outbox: Outbox
@@ -124,7 +134,7 @@ class _Replay:
     the creation order is sorted once at the end."""
 
     def __init__(self) -> None:
-        self.index: dict[int, tuple[int, bytes]] = {}
+        self.index: dict[int, tuple[int, bytes, int]] = {}
         self.seqs: dict[int, int] = {}  # seq -> id, made into a CreationOrder at the end
         self.tag_seqs: dict[str, dict[int, int]] = {}  # the same, for each tag
         self.next_seq = 0
@@ -139,7 +149,7 @@ class _Replay:
 
     def _untag(self, plant_id: int) -> int:
         """Take ``plant_id`` out of its tag's order; its sequence number."""
-        seq, line = self.index[plant_id]
+        seq, line, _ = self.index[plant_id]
         tag = orjson.loads(line).get("tag")
         if tag is not None:
             seqs = self.tag_seqs[tag]
@@ -162,8 +172,9 @@ class _Replay:
             plant = Plant(*_plant_fields(record))
             if plant.id not in self.index:
                 raise ValueError(f"id {plant.id} is updated but not stored")
+            rev = self.index[plant.id][2] + 1
             seq = self._untag(plant.id)
-            self.index[plant.id] = (seq, encode_create(plant))
+            self.index[plant.id] = (seq, encode_create(plant), rev)
             if plant.tag is not None:
                 self.tag_seqs.setdefault(plant.tag, {})[seq] = plant.id
         elif op == "delivery":
@@ -195,12 +206,14 @@ class _Replay:
         plant_id, name, tag = _plant_fields(record)
         if plant_id in self.index:
             raise ValueError(f"id {plant_id} is created twice")
-        seq = self.next_seq
-        if len(record) > 3 + ("tag" in record):  # more than a plain create: seq, webhooks
+        seq, rev = self.next_seq, 0
+        if len(record) > 3 + ("tag" in record):  # more than a plain create: seq, rev, webhooks
             if "seq" in record:
                 seq = _int(record, "seq", 0)
-            suffix = b',"seq":%d}' % seq
-            if len(record) == 4 + ("tag" in record) and line.endswith(suffix):
+            if "rev" in record:
+                rev = _int(record, "rev", 0)
+            suffix = b',"seq":%d,"rev":%d}' % (seq, rev) if rev else b',"seq":%d}' % seq
+            if len(record) == 4 + ("tag" in record) + bool(rev) and line.endswith(suffix):
                 line = line[:-len(suffix)] + b"}"  # as compaction writes it: cut, not encoded
             else:
                 plant = Plant(plant_id, name, tag)
@@ -208,7 +221,7 @@ class _Replay:
                 line = encode_create(plant)  # the index keeps just the plant
         self.next_seq = max(self.next_seq, seq + 1)
         self.seqs[seq] = plant_id
-        self.index[plant_id] = (seq, line)
+        self.index[plant_id] = (seq, line, rev)
         if tag is not None:
             self.tag_seqs.setdefault(tag, {})[seq] = plant_id
 

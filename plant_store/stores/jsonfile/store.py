@@ -28,6 +28,7 @@ from plant_store.stores.base import (
     Plant,
     Store,
     StoreUnavailable,
+    Versioned,
     check_delete,
     needs_update,
     replay,
@@ -47,6 +48,7 @@ LOCK_FILE = lock.LOCK_FILE
 # ``def`` runs, and ``Callable[[], None]`` built a new generic alias on every create (about
 # 1 us; a name is one lookup).
 Undo = Callable[[], None]
+PAGE_TRIES = 3  # reads of a page whose writes were rolled back, before it gives up
 
 
 class JsonFileStore(Store):
@@ -66,7 +68,7 @@ class JsonFileStore(Store):
         self._compact_share = compact_share
         lock_fd = lock.hold(data_dir, lock_timeout)
         try:
-            fd, state = self._open_journal()
+            fd, state = self._open_journal(fsync)
         except BaseException:
             lock.release(lock_fd)
             raise
@@ -75,7 +77,6 @@ class JsonFileStore(Store):
         self._cond = self._log.cond
         self._index, self._order, self._outbox = state.index, state.order, state.outbox
         self._tags = state.tags
-        self._updating: set[int] = set()  # ids whose update is appended, not yet durable
         self._records = state.records
         self._compacting = threading.Lock()
         self._compactor: threading.Thread | None = None
@@ -99,7 +100,7 @@ class JsonFileStore(Store):
 
             def apply() -> Undo:
                 seq = self._order.add(plant.id)
-                self._index[plant.id] = (seq, record)
+                self._index[plant.id] = (seq, record, 0)
                 self._tags.add(plant.tag, seq, plant.id)
                 for delivery in owed:
                     self._outbox.add(delivery)
@@ -117,9 +118,10 @@ class JsonFileStore(Store):
             self._log.commit(line, plant.id, apply)
         return plant, True
 
-    def update(self, plant: Plant, condition: Condition | None = None) -> tuple[Plant, bool] | None:
+    def update(self, plant: Plant,
+               condition: Condition | None = None) -> tuple[Versioned, bool] | None:
         """The journal gets an update record; the index the plant's create record, as a
-        compaction would write it, at the plant's own sequence number."""
+        compaction would write it, at the plant's own sequence number, one revision on."""
         line = journal.encode_update(plant)
         record = journal.encode_create(plant)
         with self._cond:
@@ -127,16 +129,15 @@ class JsonFileStore(Store):
             stored = self._index.get(plant.id)
             if stored is None:
                 return None
-            seq = stored[0]
+            seq, _, rev = stored
             before = journal.decode_plant(stored[1])
-            if not needs_update(before, plant, condition):
-                return plant, False
+            if not needs_update(Versioned(before, journal.version(seq, rev)), plant, condition):
+                return Versioned(plant, journal.version(seq, rev)), False
 
             def apply() -> Undo:
-                self._index[plant.id] = (seq, record)
+                self._index[plant.id] = (seq, record, rev + 1)
                 self._tags.remove(before.tag, seq)
                 self._tags.add(plant.tag, seq, plant.id)
-                self._updating.add(plant.id)
                 self._records += 1
 
                 def undo() -> None:
@@ -146,12 +147,9 @@ class JsonFileStore(Store):
                     self._records -= 1
                 return undo
 
-            try:
-                self._log.commit(line, plant.id, apply)
-            finally:
-                self._updating.discard(plant.id)
+            self._log.commit(line, plant.id, apply)
         self._maybe_compact()
-        return plant, True
+        return Versioned(plant, journal.version(seq, rev + 1)), True
 
     def create_many(self, plants: Sequence[Plant]) -> list[tuple[Plant, bool]]:
         """The plants' create records, one write and one fsync for all (``commit_many``):
@@ -169,7 +167,7 @@ class JsonFileStore(Store):
                 stored = index.get(plant.id)
                 if stored is None:
                     seq = order.add(plant.id)
-                    index[plant.id] = (seq, record)
+                    index[plant.id] = (seq, record, 0)
                     tags.add(plant.tag, seq, plant.id)
                     made.append(plant)
                     done.append((plant, True))
@@ -204,7 +202,7 @@ class JsonFileStore(Store):
             if stored is None:
                 return False
             before = journal.decode_plant(stored[1])
-            check_delete(before, condition)
+            check_delete(Versioned(before, journal.version(stored[0], stored[2])), condition)
             tag = before.tag
 
             def apply() -> Undo:
@@ -224,38 +222,32 @@ class JsonFileStore(Store):
         self._maybe_compact()
         return True
 
-    def get(self, plant_id: int) -> Plant | None:
+    def fetch(self, plant_id: int) -> Versioned | None:
         """Only a durable plant: a change of it still being written is waited for."""
         with self._cond:
             self._log.wait_for(plant_id)
             stored = self._index.get(plant_id)
-        return None if stored is None else journal.decode_plant(stored[1])
+        if stored is None:
+            return None
+        return Versioned(journal.decode_plant(stored[1]), journal.version(stored[0], stored[2]))
 
     def page(self, start: int, limit: int,
              tag: str | None = None) -> tuple[list[Plant], int | None]:
-        """Only durable plants are listed: a page stops where unsynced creates begin, and
-        waits for an unsynced update within it."""
+        """Only durable plants, as every read: the page is read, then answered once every
+        line appended before the read is durable (the group commit running or the next
+        one), so it shows no create, update or delete that could still be rolled back. A
+        page that showed a write rolled back since is read again."""
         with self._cond:
-            while True:
+            for _ in range(PAGE_TRIES):
                 if self._log.broken:
                     raise StoreUnavailable(self._log.broken, "broken")
                 entries = (self._order.page(start, limit) if tag is None
                            else self._tags.page(tag, start, limit))
-                # Pending, not merely in _updating: once its fsync is done an update is
-                # durable, though its thread has yet to take the lock back to say so.
-                updating = next((plant_id for _, plant_id in entries
-                                 if plant_id in self._updating
-                                 and self._log.pending(plant_id)), None)
-                if updating is None:
-                    break
-                self._log.wait_for(updating)
-            for n, (_, plant_id) in enumerate(entries):
-                if self._log.pending(plant_id):  # in the order, so an unsynced create
-                    del entries[n:]
-                    break
-            records = [self._index[plant_id][1] for _, plant_id in entries[:limit]]
-        after = entries[limit][0] if len(entries) > limit else None
-        return [journal.decode_plant(r) for r in records], after
+                records = [self._index[plant_id][1] for _, plant_id in entries[:limit]]
+                if self._log.sync():
+                    after = entries[limit][0] if len(entries) > limit else None
+                    return [journal.decode_plant(r) for r in records], after
+        raise StoreUnavailable(f"cannot list {self.path}: its writes keep failing", "io")
 
     def __len__(self) -> int:
         return len(self._index)
@@ -348,11 +340,12 @@ class JsonFileStore(Store):
             with self._cond:
                 start = self._log.settled_size()
                 next_seq = self._order.next_seq
-                plants = [(seq, self._index[plant_id][1]) for seq, plant_id in self._order]
+                plants = [(seq, *self._index[plant_id][1:]) for seq, plant_id in self._order]
                 owed = list(self._outbox)
             lines = [journal.encode_header(next_seq)]
-            # A create record ends with "}": its seq goes in without a decode.
-            lines += [b"%s,\"seq\":%d}" % (record[:-1], seq) for seq, record in plants]
+            # A create record ends with "}": its seq (and rev) go in without a decode.
+            lines += [b"%s,\"seq\":%d,\"rev\":%d}" % (record[:-1], seq, rev) if rev
+                      else b"%s,\"seq\":%d}" % (record[:-1], seq) for seq, record, rev in plants]
             lines += [journal.encode_outbox(d) for d in owed]
             tmp = os.path.join(self.data_dir, COMPACT_FILE)
             try:
@@ -391,8 +384,8 @@ class JsonFileStore(Store):
             log.error("%s; the old file is kept and still used; next try in %g s or later",
                       exc, self.COMPACT_RETRY_DELAY)
 
-    def _open_journal(self) -> tuple[int, journal.Journal]:
-        """Open (or create) the journal, cut a torn last line, and read it back."""
+    def _open_journal(self, fsync: bool) -> tuple[int, journal.Journal]:
+        """Open (or create) the journal, cut a torn last line, read it back, and fsync it."""
         path = self.path
         try:
             with contextlib.suppress(FileNotFoundError):  # a compaction that died before
@@ -409,6 +402,9 @@ class JsonFileStore(Store):
             if state.torn:
                 log.warning("%s: dropped %d bytes of a torn last record", path, state.torn)
                 os.ftruncate(fd, state.size)
+            # Lines a killed server wrote but never fsynced may be read back (from the page
+            # cache): made durable before any is served or becomes an If-Match base.
+            if fsync:
                 self._fsync_fd(fd)
         except OSError as exc:
             os.close(fd)

@@ -58,6 +58,7 @@ from plant_store.stores.base import (
     Store,
     StoreError,
     StoreUnavailable,
+    Versioned,
     check_delete,
     needs_update,
     replay,
@@ -440,38 +441,42 @@ class PostgresStore(Store):
             return [(plant, slot not in replayed) for slot, plant in enumerate(plants)], conflict
         return [], conflict
 
-    def update(self, plant: Plant, condition: Condition | None = None) -> tuple[Plant, bool] | None:
+    def update(self, plant: Plant,
+               condition: Condition | None = None) -> tuple[Versioned, bool] | None:
         """Read, decide, then compare and set (the update query): a plant changed between
         the read and the write is read again and decided anew, within the deadline."""
         op = _Operation(time.monotonic() + self._timeout)
         while True:
-            stored = self._read(plant.id, op)
+            found = self._read(plant.id, op)
             try:
-                if stored is None:
+                if found is None:
                     return None
-                changes = needs_update(stored, plant, condition)
+                stored, version = found
+                changes = needs_update(Versioned(stored, _version(*version)), plant, condition)
             except PreconditionFailed:
                 if op.unsettled:  # an earlier try of ours may be what changed it
                     raise self._unknown("update") from None
                 raise
             params = {"id": plant.id, "name": plant.name.encode(), "tag": _utf8(plant.tag),
-                      "was_name": stored.name.encode(), "was_tag": _utf8(stored.tag)}
-            if self._run("update", params, lambda cur: cur.fetchone() is not None, op):
-                return plant, changes
+                      "was_position": version[0], "was_rev": version[1]}
+            written = self._run("update", params, lambda cur: cur.fetchone(), op)
+            if written is not None:
+                return Versioned(plant, _version(*written)), changes
             self._check_deadline(op, "update")
 
     def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
         op = _Operation(time.monotonic() + self._timeout)
         while True:
-            stored = None
+            version = None
             if condition is not None:
-                stored = self._read(plant_id, op)
-                if stored is None:
+                found = self._read(plant_id, op)
+                if found is None:
                     return False
-                check_delete(stored, condition)
-            params = {"id": plant_id, "token": uuid.uuid4(), "conditional": stored is not None,
-                      "was_name": None if stored is None else stored.name.encode(),
-                      "was_tag": None if stored is None else _utf8(stored.tag)}
+                stored, version = found
+                check_delete(Versioned(stored, _version(*version)), condition)
+            params = {"id": plant_id, "token": uuid.uuid4(), "conditional": version is not None,
+                      "was_position": None if version is None else version[0],
+                      "was_rev": None if version is None else version[1]}
             # A retry's note of the token meets an earlier attempt's (committed, or waited
             # for while it commits) and answers what that attempt did: see the query.
             # The delete query answers one row, deleted or not: fetchone() is never None.
@@ -482,13 +487,14 @@ class PostgresStore(Store):
                     self._run("forget_deletes", {}, lambda cur: None)
                 except StoreUnavailable as exc:
                     log.warning("%s: old delete tokens were not removed: %s", self.where, exc)
-            if deleted or stored is None:
+            if deleted or version is None:
                 return deleted
             self._check_deadline(op, "delete")  # changed or gone since read: decide anew
 
-    def _read(self, plant_id: int, op: "_Operation") -> Plant | None:
+    def _read(self, plant_id: int, op: "_Operation") -> tuple[Plant, tuple[int, int]] | None:
+        """The plant and its (position, revision)."""
         row = self._run("get", {"id": plant_id}, lambda cur: cur.fetchone(), op)
-        return None if row is None else _plant(plant_id, *row)
+        return None if row is None else (_plant(plant_id, *row[:2]), (row[2], row[3]))
 
     def _check_deadline(self, op: "_Operation", name: str) -> None:
         """A conditional write that keeps finding the plant changed ends by its deadline."""
@@ -497,8 +503,9 @@ class PostgresStore(Store):
                 raise self._unknown(name)
             raise StoreUnavailable(f"{self.where}: the plant kept changing", "contention")
 
-    def get(self, plant_id: int) -> Plant | None:
-        return self._read(plant_id, _Operation(time.monotonic() + self._timeout))
+    def fetch(self, plant_id: int) -> Versioned | None:
+        found = self._read(plant_id, _Operation(time.monotonic() + self._timeout))
+        return None if found is None else Versioned(found[0], _version(*found[1]))
 
     def page(self, start: int, limit: int,
              tag: str | None = None) -> tuple[list[Plant], int | None]:
@@ -700,6 +707,12 @@ def _copy_and_create(conn: psycopg.Connection, plants: Sequence[Plant], direct: 
             if not same:
                 raise _Conflicting(slot, _plant(plants[slot].id, name, tag))
     return rows
+
+
+def _version(position: int, rev: int) -> str:
+    """A plant's version: its create's position (a re-create has a new one) and revision
+    (counted by migration 0007's trigger)."""
+    return f"{position}.{rev}"
 
 
 def _utf8(text: str | None) -> bytes | None:

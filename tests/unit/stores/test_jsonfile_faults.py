@@ -119,10 +119,15 @@ def test_a_create_is_listed_only_once_durable(tmp_path):
         creating = threading.Thread(target=store.create, args=(Plant(1, "pending"),))
         creating.start()
         assert entered.wait(5)
-        assert store.page(0, 10) == ([], None)  # appended, not yet durable: not listed
+        pages = []
+        listing = threading.Thread(target=lambda: pages.append(store.page(0, 10)))
+        listing.start()
+        listing.join(0.2)
+        assert pages == []  # appended, not yet durable: the page waits for its fsync
         release.set()
         creating.join(5)
-        assert store.page(0, 10) == ([Plant(1, "pending")], None)
+        listing.join(5)
+        assert pages == [([Plant(1, "pending")], None)]
     finally:
         release.set()
         store.close()

@@ -21,6 +21,13 @@ from plant_store.stores import (
 )
 from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.journal import CorruptJournal
+from plant_store.stores.preconditions import ANY, Preconditions
+
+NEVER = Preconditions(if_match=frozenset())  # If-Match naming no version at all
+
+
+def if_match(*versions):
+    return Preconditions(if_match=frozenset(versions))
 
 STORE_KINDS = ()  # the store fixture below: the data directory is tmp_path itself
 
@@ -35,7 +42,8 @@ def store(request, tmp_path):
 def test_update_replaces_name_and_tag_and_keeps_the_place(store):
     for plant_id in (3, 1, 2):
         store.create(Plant(plant_id, f"p{plant_id}", "old"))
-    assert store.update(Plant(1, "new", None)) == (Plant(1, "new", None), True)
+    done, wrote = store.update(Plant(1, "new", None))
+    assert (done.plant, wrote) == (Plant(1, "new", None), True)
     assert store.get(1) == Plant(1, "new", None)
     assert store.page(0, 10)[0] == [Plant(3, "p3", "old"), Plant(1, "new", None),
                                     Plant(2, "p2", "old")]
@@ -48,23 +56,60 @@ def test_update_never_creates(store):
 
 def test_an_update_to_the_stored_plant_writes_nothing_whatever_the_condition(store):
     store.create(Plant(1, "a", "t"))
-    assert store.update(Plant(1, "a", "t"), lambda plant: False) == (Plant(1, "a", "t"), False)
+    version = store.fetch(1).version
+    assert store.update(Plant(1, "a", "t"), NEVER) == ((Plant(1, "a", "t"), version), False)
+
+
+def test_if_none_match_refuses_before_the_equal_body_writes_nothing(store):
+    """RFC 9110 13.2.2: If-None-Match is evaluated before the write's own shortcut, so
+    "*" or the current version refuses even a PUT of the stored plant (the hostile round 5)."""
+    store.create(Plant(1, "a", "t"))
+    version = store.fetch(1).version
+    for condition in (Preconditions(if_none_match=ANY),
+                      Preconditions(if_none_match=frozenset({version}))):
+        with pytest.raises(PreconditionFailed) as failed:
+            store.update(Plant(1, "a", "t"), condition)
+        assert failed.value.header == "If-None-Match"
+        with pytest.raises(PreconditionFailed):
+            store.delete(1, condition)
+    assert store.fetch(1) == (Plant(1, "a", "t"), version)
+    done, wrote = store.update(Plant(1, "b"), Preconditions(if_none_match=frozenset({"old"})))
+    assert wrote and done.version != version
 
 
 def test_a_refused_condition_changes_nothing(store):
     store.create(Plant(1, "a", "t"))
     with pytest.raises(PreconditionFailed) as failed:
-        store.update(Plant(1, "b"), lambda plant: plant.name == "other")
-    assert failed.value.stored == Plant(1, "a", "t")
+        store.update(Plant(1, "b"), if_match("other"))
+    assert failed.value.stored == Plant(1, "a", "t") and failed.value.header == "If-Match"
     assert store.get(1) == Plant(1, "a", "t")
     assert store.page(0, 10, "t")[0] == [Plant(1, "a", "t")]
 
 
-def test_the_condition_sees_the_stored_plant(store):
+def test_the_condition_sees_the_stored_version(store):
     store.create(Plant(1, "a", "t"))
+    version = store.fetch(1).version
+    done, wrote = store.update(Plant(1, "b"), if_match(version))
+    assert wrote and done == (Plant(1, "b"), store.fetch(1).version) and done.version != version
+
+
+def test_a_version_never_repeats_for_an_id(store):
+    """The hostile round 5: an ETag named the content, so a retried write conditional on
+    an old ETag overwrote a later write that put the same content back. Every write of an
+    id makes a version it never had: updates back and forth, deletes, re-creates."""
     seen = []
-    store.update(Plant(1, "b"), lambda plant: seen.append(plant) or True)
-    assert seen == [Plant(1, "a", "t")]
+    for _ in range(3):
+        store.create(Plant(1, "a", "t"))
+        seen.append(store.fetch(1).version)
+        for name in ("b", "a", "b", "a"):
+            seen.append(store.update(Plant(1, name, "t"))[0].version)
+        old = seen[-4]  # the version of an earlier "a", content equal to the stored one
+        with pytest.raises(PreconditionFailed):
+            store.update(Plant(1, "b", "t"), if_match(old))
+        with pytest.raises(PreconditionFailed):
+            store.delete(1, if_match(old))
+        assert store.delete(1, if_match(seen[-1])) is True
+    assert len(set(seen)) == len(seen) == 15
 
 
 def test_a_create_after_an_update_replays_the_new_plant_and_conflicts_with_the_old(store):
@@ -78,10 +123,10 @@ def test_a_create_after_an_update_replays_the_new_plant_and_conflicts_with_the_o
 def test_a_conditional_delete(store):
     store.create(Plant(1, "a", "t"))
     with pytest.raises(PreconditionFailed):
-        store.delete(1, lambda plant: False)
+        store.delete(1, NEVER)
     assert store.get(1) == Plant(1, "a", "t")
-    assert store.delete(1, lambda plant: plant.name == "a") is True
-    assert store.delete(1, lambda plant: True) is False
+    assert store.delete(1, if_match(store.fetch(1).version)) is True
+    assert store.delete(1, Preconditions(if_match=ANY)) is False
     assert store.page(0, 10, "t") == ([], None)
 
 
@@ -252,11 +297,11 @@ def test_sixteen_threads_of_conditional_updates_make_one_history(store):
     def client(n):
         barrier.wait()
         for round_ in range(20):
-            seen = store.get(1)
+            seen = store.fetch(1)
             new = Plant(1, f"{n} {round_}")
             try:
-                store.update(new, lambda plant, seen=seen: plant == seen)
-                won.append((seen.name, new.name))
+                store.update(new, if_match(seen.version))
+                won.append((seen.plant.name, new.name))
             except PreconditionFailed:
                 lost.append(new)
 
@@ -303,6 +348,68 @@ def test_a_read_never_sees_an_update_before_it_is_durable(tmp_path):
     finally:
         synced.set()
         store.close()
+
+
+@pytest.mark.parametrize("write", ["retag", "delete", "create"])
+def test_a_listing_never_shows_a_write_before_it_is_durable(tmp_path, write):
+    """The hostile round 5: with fsync slow, GET /plants?tag=old answered at once without
+    a plant whose retag or delete was still being written, which a kill -9 then brought
+    back. A page waits for the fsync of what it shows, and shows what was undone never."""
+    synced, failing = threading.Event(), []
+
+    class SlowFsync(JsonFileStore):
+        def _fsync_fd(self, fd):
+            synced.wait(10)
+            if failing:
+                raise OSError(5, "Input/output error")
+            JsonFileStore._fsync_fd(fd)
+
+    synced.set()
+    store = SlowFsync(str(tmp_path))
+    try:
+        store.create(Plant(1, "a", "old"))
+        store.create(Plant(2, "b", "old"))
+        for fail in (True, False):
+            synced.clear()
+            change = {"retag": lambda: store.update(Plant(1, "a", "new")),
+                      "delete": lambda: store.delete(1),
+                      "create": lambda: store.create(Plant(3, "c", "old"))}[write]
+            outcome: list[str] = []
+            writer = threading.Thread(target=_outcome, args=(change, outcome))
+            writer.start()
+            time.sleep(0.1)
+            pages: list[list[Plant]] = []
+            reader = threading.Thread(target=_page, args=(store, pages))
+            reader.start()
+            time.sleep(0.2)
+            assert pages == [], "a page answered before the write it shows was durable"
+            failing[:] = [True] if fail else []
+            synced.set()
+            writer.join(10)
+            reader.join(10)
+            ids = [p.id for p in pages[0]]
+            if fail:  # the write was refused (503 "not done"), and the page agrees
+                assert outcome == ["refused"] and ids == [1, 2]
+            else:
+                assert outcome == ["done"] and ids == {"retag": [2], "delete": [2],
+                                                       "create": [1, 2, 3]}[write]
+    finally:
+        failing.clear()
+        synced.set()
+        store.close()
+
+
+def _outcome(change, outcome):
+    try:
+        change()
+    except StoreUnavailable:
+        outcome.append("refused")
+    else:
+        outcome.append("done")
+
+
+def _page(store, pages):
+    pages.append(store.page(0, 10, "old")[0])
 
 
 def test_pages_read_while_updates_are_written_never_hang(tmp_path):

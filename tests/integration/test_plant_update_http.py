@@ -7,8 +7,6 @@ import urllib.parse
 
 import pytest
 
-from plant_store.http.etags import etag
-from plant_store.stores import Plant
 from plant_store.tokens import TokenFile
 from serverproc import Server, run_cli
 
@@ -44,8 +42,8 @@ def test_every_row_over_http(serve):
 
     assert call("POST", "/plants", {"id": 1, "name": "Fern", "tag": "green"})[0] == 200
     status, headers, body = call("GET", "/plants/1")
-    fern = etag(Plant(1, "Fern", "green"))
-    assert (status, headers["ETag"], body) == (200, fern, {"name": "Fern", "tag": "green"})
+    fern = headers["ETag"]
+    assert (status, body) == (200, {"name": "Fern", "tag": "green"})
     status, headers, body = call("GET", "/plants/1", **{"If-None-Match": fern})
     assert (status, headers["ETag"], body) == (304, fern, b"")
     assert call("GET", "/plants/2")[0] == 404
@@ -54,8 +52,9 @@ def test_every_row_over_http(serve):
     assert call("PUT", "/plants/1", {"id": 2, "name": "x"})[0] == 400
     assert call("PUT", "/plants/1", {"name": "x"}, **{"If-Match": f"W/{fern}"})[0] == 412
     status, headers, body = call("PUT", "/plants/1", {"name": "Fern II"}, **{"If-Match": fern})
-    new = etag(Plant(1, "Fern II"))
-    assert (status, headers["ETag"], body) == (200, new, {"name": "Fern II"})
+    new = headers["ETag"]
+    assert (status, body) == (200, {"name": "Fern II"}) and new != fern
+    assert call("GET", "/plants/1")[1]["ETag"] == new
     # A retry of the update that went through: 200, though its If-Match is now stale.
     assert call("PUT", "/plants/1", {"name": "Fern II"}, **{"If-Match": fern})[0] == 200
     assert call("PUT", "/plants/1", {"name": "Other"}, **{"If-Match": fern})[0] == 412
@@ -65,6 +64,42 @@ def test_every_row_over_http(serve):
     assert call("GET", "/plants/1")[2] == {"name": "Fern II"}
     assert call("DELETE", "/plants/1", **{"If-Match": new})[0] == 204
     assert call("GET", "/plants/1")[0] == 404
+
+
+def test_a_retried_write_never_undoes_an_acknowledged_one(serve):
+    """The hostile round 5, finding 2, over HTTP: a write whose answer was lost, retried as
+    the 503 advises after another client's acknowledged write put the content back (PUT)
+    or created the plant again (DELETE), is 412 and undoes nothing; versions survive a
+    restart, and a version from before it is still stale after it."""
+    server, token = serve(), serve.token
+
+    def call(method, path, body=None, **headers):
+        return server.request(method, path, body, token=token, headers=headers)
+
+    assert call("POST", "/plants", {"id": 1, "name": "Fern", "tag": "indoor"})[0] == 200
+    first = call("GET", "/plants/1")[1]["ETag"]
+    status, headers, _ = call("PUT", "/plants/1", {"name": "Fern", "tag": "outdoor"},
+                              **{"If-Match": first})
+    assert status == 200  # A's answer, lost on the way
+    status, headers, _ = call("PUT", "/plants/1", {"name": "Fern", "tag": "indoor"},
+                              **{"If-Match": headers["ETag"]})
+    assert status == 200 and headers["ETag"] != first  # B's, acknowledged
+    b_version = headers["ETag"]
+    assert call("PUT", "/plants/1", {"name": "Fern", "tag": "outdoor"},
+                **{"If-Match": first})[0] == 412  # A's retry
+    assert call("DELETE", "/plants/1", **{"If-Match": b_version})[0] == 204  # lost again
+    assert call("POST", "/plants", {"id": 1, "name": "Fern", "tag": "indoor"})[0] == 200
+    assert call("DELETE", "/plants/1", **{"If-Match": b_version})[0] == 412  # the retry
+    status, headers, body = call("GET", "/plants/1")
+    assert (status, body) == (200, {"name": "Fern", "tag": "indoor"})
+    now = headers["ETag"]
+    assert len({first, b_version, now}) == 3
+    server.stop()
+    server = serve()
+    assert call("GET", "/plants/1")[1]["ETag"] == now
+    for stale in (first, b_version):
+        assert call("PUT", "/plants/1", {"name": "x"}, **{"If-Match": stale})[0] == 412
+    assert call("PUT", "/plants/1", {"name": "x"}, **{"If-Match": now})[0] == 200
 
 
 def test_put_bodies_and_places_over_http(serve):

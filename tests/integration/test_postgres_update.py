@@ -1,6 +1,6 @@
 """Updates, conditional deletes and the tag filter on PostgreSQL: the compare and set
 (exactly one of two conditional updates wins, across instances), truthful 503s when a
-write's outcome is unknown, the request's deadline, and migration 0006."""
+write's outcome is unknown, the request's deadline, and migrations 0006 and 0007."""
 
 import threading
 import time
@@ -16,10 +16,16 @@ from plant_store.http.etags import etag
 from plant_store.stores import Plant, PreconditionFailed, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore, schema
 from plant_store.stores.postgres import store as pg_store
+from plant_store.stores.preconditions import ANY, Preconditions
 from plant_store.tokens import TokenFile
 from serverproc import Server
 
 pytestmark = pytest.mark.slow  # real servers and PostgreSQL: .ci/run runs them after the suite
+NEVER = Preconditions(if_match=frozenset())  # If-Match naming no version at all
+
+
+def if_match(*versions):
+    return Preconditions(if_match=frozenset(versions))
 
 
 @pytest.fixture
@@ -33,10 +39,11 @@ def test_update_semantics(store):
     for plant_id in (3, 1, 2):
         store.create(Plant(plant_id, f"p{plant_id}", "old"))
     assert store.update(Plant(9, "x")) is None and store.get(9) is None
-    assert store.update(Plant(1, "new")) == (Plant(1, "new"), True)
-    assert store.update(Plant(1, "new"), lambda plant: False) == (Plant(1, "new"), False)
+    done, wrote = store.update(Plant(1, "new"))
+    assert (done.plant, wrote) == (Plant(1, "new"), True) and done == store.fetch(1)
+    assert store.update(Plant(1, "new"), NEVER) == (done, False)
     with pytest.raises(PreconditionFailed):
-        store.update(Plant(1, "newer"), lambda plant: plant.name == "p1")
+        store.update(Plant(1, "newer"), if_match("p1"))
     assert store.page(0, 10)[0] == [Plant(3, "p3", "old"), Plant(1, "new"),
                                     Plant(2, "p2", "old")]
     assert [p.id for p in store.page(0, 10, "old")[0]] == [3, 2]
@@ -50,10 +57,10 @@ def test_update_semantics(store):
 def test_conditional_delete(store):
     store.create(Plant(1, "a", "t"))
     with pytest.raises(PreconditionFailed):
-        store.delete(1, lambda plant: False)
+        store.delete(1, NEVER)
     assert store.get(1) == Plant(1, "a", "t")
-    assert store.delete(1, lambda plant: plant.name == "a") is True
-    assert store.delete(1, lambda plant: True) is False
+    assert store.delete(1, if_match(store.fetch(1).version)) is True
+    assert store.delete(1, Preconditions(if_match=ANY)) is False
 
 
 def test_a_long_tag_is_indexed(store):
@@ -77,12 +84,34 @@ def test_the_tag_page_is_a_range_of_the_index(database_url, store):
     assert [p.id for p in store.page(-10**7, 3, "tag 7")[0]] == [7, 1007, 2007]
 
 
-def test_the_previous_release_serves_beside_migration_0006(database_url, store, monkeypatch):
-    """0006 is an expand step: an instance that knows only up to 0005 is not refused."""
+@pytest.mark.parametrize("previous", [5, 6])
+def test_the_previous_release_serves_beside_migrations_0006_and_0007(
+        database_url, store, monkeypatch, previous):
+    """0006 and 0007 are expand steps: an instance that knows only the ones before is not
+    refused."""
     with psycopg.connect(database_url) as conn:
-        assert 6 in schema.applied(conn)
-        monkeypatch.setattr(schema, "newest", lambda: 5)
+        assert {6, 7} <= schema.applied(conn)
+        monkeypatch.setattr(schema, "newest", lambda: previous)
         assert schema.too_new(conn) is None
+
+
+def test_an_update_by_a_writer_that_knows_no_revisions_still_moves_the_version(store,
+                                                                              database_url):
+    """Migration 0007's trigger counts every change of name or tag, whoever writes it (an
+    instance of the release before, which never sets rev): a stale If-Match stays stale.
+    A write that changes nothing (a replay) keeps the version."""
+    store.create(Plant(1, "a", "t"))
+    before = store.fetch(1).version
+    with psycopg.connect(database_url) as conn:
+        conn.execute("UPDATE plant_store_plants SET name = 'b' WHERE id = 1")
+        conn.execute("UPDATE plant_store_plants SET name = 'a' WHERE id = 1")
+        conn.commit()
+    assert store.fetch(1).plant == Plant(1, "a", "t") and store.fetch(1).version != before
+    after = store.fetch(1).version
+    with pytest.raises(PreconditionFailed):
+        store.update(Plant(1, "c", "t"), if_match(before))
+    assert store.create(Plant(1, "a", "t")) == (Plant(1, "a", "t"), False)
+    assert store.fetch(1).version == after
 
 
 class LosesTheAnswer(PostgresStore):
@@ -104,10 +133,10 @@ class LosesTheAnswer(PostgresStore):
 def test_a_retry_after_a_lost_answer_meets_its_own_update(database_url):
     with LosesTheAnswer(database_url, timeout=2) as store:
         store.create(Plant(1, "a"))
-        before = etag(Plant(1, "a"))
-        assert store.update(Plant(1, "b"), lambda plant: etag(plant) == before) == (
-            Plant(1, "b"), True)
-        assert store.get(1) == Plant(1, "b")
+        before = store.fetch(1).version
+        done, wrote = store.update(Plant(1, "b"), if_match(before))
+        assert (done.plant, wrote) == (Plant(1, "b"), True) and done.version != before
+        assert store.fetch(1) == done
 
 
 def test_an_unknown_outcome_is_never_called_a_412(database_url, store):
@@ -117,7 +146,7 @@ def test_an_unknown_outcome_is_never_called_a_412(database_url, store):
         losing.meanwhile = lambda: store.update(Plant(1, "c"))
         losing.create(Plant(1, "a"))
         with pytest.raises(StoreUnavailable) as unavailable:
-            losing.update(Plant(1, "b"), lambda plant: plant.name == "a")
+            losing.update(Plant(1, "b"), if_match(losing.fetch(1).version))
         assert unavailable.value.unknown
         assert store.get(1) == Plant(1, "c")
 
@@ -145,6 +174,7 @@ def test_two_instances_sixteen_threads_one_linear_history(tmp_path, database_url
     try:
         assert servers[0].request("POST", "/plants", {"id": 1, "name": "start"},
                                   token=token)[0] == 200
+        start = servers[0].request("GET", "/plants/1", token=token)[1]["ETag"]
         won, lost, other = [], [], []
         barrier = threading.Barrier(16)
 
@@ -155,10 +185,11 @@ def test_two_instances_sixteen_threads_one_linear_history(tmp_path, database_url
                 status, headers, _ = server.request("GET", "/plants/1", token=token)
                 assert status == 200
                 name = f"client {n} round {round_}"
-                status, _, body = server.request("PUT", "/plants/1", {"name": name}, token=token,
-                                                 headers={"If-Match": headers["ETag"]})
+                status, answer, body = server.request(
+                    "PUT", "/plants/1", {"name": name}, token=token,
+                    headers={"If-Match": headers["ETag"]})
                 if status == 200:
-                    won.append((headers["ETag"], etag(Plant(1, name))))
+                    won.append((headers["ETag"], answer["ETag"]))
                 elif status == 412:
                     lost.append(name)
                 else:
@@ -174,7 +205,7 @@ def test_two_instances_sixteen_threads_one_linear_history(tmp_path, database_url
         assert len(won) + len(lost) == 16 * 15 and won and lost
         steps = dict(won)
         assert len(steps) == len(won), "two updates won from the same state"
-        at, chain = etag(Plant(1, "start")), 0
+        at, chain = start, 0
         while at in steps:
             at, chain = steps[at], chain + 1
         assert chain == len(won), "the updates that won are not one history"
@@ -236,7 +267,7 @@ def test_an_update_the_standby_never_confirms_is_503_unknown_and_its_retry_is_sa
                                          store=store, tokens=tokens),
                               extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
         store.create(Plant(1, "a"))
-        before = etag(Plant(1, "a"))
+        before = etag(store.fetch(1).version)
         standby(lonely, "nobody")
         started = time.monotonic()
         answer = app.put_json("/plants/1", {"name": "b"}, headers={"If-Match": before},
@@ -253,4 +284,4 @@ def test_an_update_the_standby_never_confirms_is_503_unknown_and_its_retry_is_sa
         standby(lonely, "")
         answer = app.put_json("/plants/1", {"name": "b"}, headers={"If-Match": before},
                               status=200)
-        assert answer.headers["ETag"] == etag(Plant(1, "b"))
+        assert answer.headers["ETag"] == etag(store.fetch(1).version) != before

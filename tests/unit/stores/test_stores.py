@@ -1,10 +1,18 @@
 """The store contract, run against every store."""
 
+import itertools
 import threading
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from plant_store.stores import Conflict, JsonFileStore, Plant
+from plant_store.stores import Conflict, JsonFileStore, Plant, PreconditionFailed
+from plant_store.stores.preconditions import ANY, Preconditions
+
+
+def if_match(*versions):
+    return Preconditions(if_match=frozenset(versions))
 
 
 def test_create_returns_the_plant_and_stores_it(store):
@@ -183,3 +191,117 @@ def test_pages_walks_the_whole_store_size_at_a_time_up_to_a_limit(store):
     assert all(len(page) <= 2 for page in pages)
     assert [p.id for page in store.pages(4, limit=5) for p in page] == [0, 1, 2, 4, 5]
     assert list(store.pages(3, limit=0)) == []
+
+
+def test_a_version_never_repeats_for_an_id(store):
+    """The hostile round 5: an ETag named the content, so a retried write conditional on
+    an old ETag overwrote a later write that put the same content back. Every write of an
+    id makes a version it never had: updates back and forth, deletes, re-creates."""
+    seen = []
+    for _ in range(3):
+        store.create(Plant(1, "a", "t"))
+        seen.append(store.fetch(1).version)
+        for name in ("b", "a", "b", "a"):
+            seen.append(store.update(Plant(1, name, "t"))[0].version)
+        old = seen[-4]  # the version of an earlier "a", content equal to the stored one
+        with pytest.raises(PreconditionFailed):
+            store.update(Plant(1, "b", "t"), if_match(old))
+        with pytest.raises(PreconditionFailed):
+            store.delete(1, if_match(old))
+        assert store.delete(1, if_match(seen[-1])) is True
+    assert len(set(seen)) == len(seen) == 15
+
+
+def test_if_none_match_refuses_before_the_equal_body_writes_nothing(store):
+    """RFC 9110 13.2.2: If-None-Match is evaluated before the write's own shortcut, so
+    "*" or the current version refuses even a PUT of the stored plant (the hostile round 5)."""
+    store.create(Plant(1, "a", "t"))
+    version = store.fetch(1).version
+    for condition in (Preconditions(if_none_match=ANY),
+                      Preconditions(if_none_match=frozenset({version}))):
+        with pytest.raises(PreconditionFailed) as failed:
+            store.update(Plant(1, "a", "t"), condition)
+        assert failed.value.header == "If-None-Match"
+        with pytest.raises(PreconditionFailed):
+            store.delete(1, condition)
+    assert store.fetch(1) == (Plant(1, "a", "t"), version)
+    done, wrote = store.update(Plant(1, "b"), Preconditions(if_none_match=frozenset({"old"})))
+    assert wrote and done.version != version
+
+
+_examples = itertools.count()
+_op = st.tuples(st.sampled_from(["create", "put", "put", "delete", "retry"]),
+                st.integers(0, 2), st.sampled_from(["a", "b"]), st.integers(0, 50),
+                st.booleans())
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(history=st.lists(_op, max_size=40))
+def test_no_history_of_writes_and_retries_overwrites_an_acknowledged_write(store, history):
+    """The hostile round 5, as a property: random creates, conditional PUTs and DELETEs on
+    three ids, each naming some version its client once saw (the current one, or a stale
+    one, as a retry after a lost answer names), and retries of earlier requests as they
+    were. Against a model of what each id holds: a write conditional on a version that is
+    not the current one never writes (412), a version never repeats for an id, and what
+    the store holds is always the last acknowledged write."""
+    base = next(_examples) * 10  # ids of this example's own: the store outlives it
+    model: dict[int, tuple[Plant, str] | None] = {}
+    seen: dict[int, list[str]] = {}
+    sent: list[tuple[str, int, Plant, Preconditions | None]] = []
+    for kind, n, name, pick, conditional in history:
+        plant_id = base + n
+        if kind == "retry" and sent:
+            kind, plant_id, plant, condition = sent[pick % len(sent)]
+        else:
+            kind = "put" if kind == "retry" else kind
+            plant = Plant(plant_id, name)
+            versions = seen.get(plant_id, [])
+            condition = (if_match(versions[pick % len(versions)])
+                         if conditional and versions else None)
+        sent.append((kind, plant_id, plant, condition))
+        current = model.get(plant_id)
+        named = None if condition is None else next(iter(condition.if_match))
+        if kind == "create":
+            try:
+                store.create(plant)
+            except Conflict:
+                assert current is not None and current[0] != plant
+                continue
+            if current is None:
+                found = store.fetch(plant_id)
+                assert found.version not in seen.get(plant_id, []), "a version came back"
+                model[plant_id] = (plant, found.version)
+                seen.setdefault(plant_id, []).append(found.version)
+            else:
+                assert current[0] == plant  # a replay
+        elif kind == "put":
+            try:
+                done = store.update(plant, condition)
+            except PreconditionFailed:
+                assert current is not None and named != current[1] and current[0] != plant
+                continue
+            if current is None:
+                assert done is None
+                continue
+            (stored, version), wrote = done
+            assert stored == plant
+            if current[0] == plant:
+                assert not wrote and version == current[1]
+            else:
+                assert wrote and (named is None or named == current[1]), (
+                    "a write conditional on a stale version went through")
+                assert version not in seen[plant_id], "a version came back"
+                seen[plant_id].append(version)
+                model[plant_id] = (plant, version)
+        else:
+            try:
+                deleted = store.delete(plant_id, condition)
+            except PreconditionFailed:
+                assert current is not None and named != current[1]
+                continue
+            assert deleted == (current is not None)
+            assert named is None or current is None or named == current[1]
+            model[plant_id] = None
+        for each, held in model.items():
+            assert store.fetch(each) == held

@@ -283,6 +283,23 @@ def test_the_tag_filter_is_exact_in_creation_order_and_its_next_link_keeps_it(ap
     assert names(app.get("/plants?tag=&limit=10")) == ["p2", "p7"]
 
 
+def test_the_next_link_of_a_tag_listing_stays_within_a_proxys_header_buffer(app):
+    """The hostile round 5, item 7: the next page's Link repeats the tag, percent-encoded,
+    so a 450-character CJK tag made 4.3 KB of answer headers, past nginx's default 4 KiB
+    proxy_buffer_size. A tag filter is at most 256 characters: the longest CJK one's
+    headers fit, and a longer one is 400 naming the rule; its plants are in the full list."""
+    longest = "\u8517" * 256  # 9 bytes each, percent-encoded
+    for plant_id in range(3):
+        app.store.create(Plant(plant_id, "p", longest))
+    response = app.get("/plants", {"tag": longest, "limit": 1}, status=200)
+    headers = "".join(f"{name}: {value}\r\n" for name, value in response.headerlist)
+    assert len(headers.encode()) < 4096 and "Link" in response.headers
+    app.store.create(Plant(9, "q", longest + "\u8517"))
+    message = assert_error(app.get("/plants", {"tag": longest + "\u8517"}, status="*"), 400)
+    assert message.startswith("tag: ") and "256 characters" in message
+    assert names(app.get("/plants?limit=10")) == ["p", "p", "p", "q"]
+
+
 def test_the_tag_filter_follows_updates(app):
     for plant_id in range(4):
         app.store.create(Plant(plant_id, f"p{plant_id}", "x"))

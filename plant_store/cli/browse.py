@@ -49,7 +49,9 @@ def fetch(config: Config, plant_id: int) -> Versioned | None:
 
 
 def _shared(config: Config) -> Store:
+    """The shared store, read only: a schema that lacks migrations is refused, never
+    migrated (a look at the plants mid rolling upgrade must not change the schema)."""
     if config.store == "memory":
         raise StoreError("store=memory keeps its plants inside its server's process only: "
                          "ask the server (GET /plants)")
-    return open_store(config)
+    return open_store(config, migrate=False)

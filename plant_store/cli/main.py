@@ -217,11 +217,12 @@ def _compact(cfg: config.Config) -> int:
 
 
 def _export(cfg: config.Config, path: str) -> int:
-    """Refused while a server holds the store (lock_timeout 0): one line, exit 2."""
+    """Refused while a server holds the store (lock_timeout 0): one line, exit 2. It only
+    reads: a PostgreSQL schema that lacks migrations is refused, not migrated."""
     if cfg.store == "jsonfile":
         _need_journal(cfg, "export")
     try:
-        with open_store(cfg, lock_timeout=0) as store:
+        with open_store(cfg, lock_timeout=0, migrate=False) as store:
             if path != "-":
                 with transfer.output_file(path) as out:
                     count = transfer.export(store, out)

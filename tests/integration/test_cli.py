@@ -62,7 +62,7 @@ def test_bad_configuration_is_one_line_and_exit_2(tmp_path, args, env, expected)
 def test_unwritable_data_path_is_one_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    result = run("serve", "--data-dir", str(blocker / "data"), "--token-file",
+    result = run("serve", "--port", "0", "--data-dir", str(blocker / "data"), "--token-file",
                  str(tmp_path / "t.json"))
     assert "cannot create data directory" in one_error_line(result)
 

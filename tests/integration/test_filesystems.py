@@ -57,7 +57,8 @@ def test_read_only_or_missing_data_directory_at_start_is_one_line(tmp_path):
             (fs / "data", "cannot open lock file"),
             (fs / "missing", "cannot create data directory"),
         ]:
-            result = run_cli("serve", "--data-dir", str(data_dir), "--token-file", tokens)
+            result = run_cli("serve", "--port", "0", "--data-dir", str(data_dir),
+                             "--token-file", tokens)
             assert result.returncode == 2
             assert result.stderr.splitlines() == [result.stderr.strip()]
             assert expected in result.stderr and "Read-only file system" in result.stderr

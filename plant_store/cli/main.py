@@ -216,8 +216,19 @@ def _compact(cfg: config.Config) -> int:
     return 0
 
 
+def _need_lasting(cfg: config.Config, command: str) -> None:
+    """A memory store opened here is this command's own: empty when it starts and gone when
+    it ends. Exported, it would replace a backup with an empty file; imported into, it
+    would keep nothing. Refused before any file is read, written or made."""
+    if cfg.store == "memory":
+        raise cfg.blame("store", f"'plant-store {command}' needs a store that outlives it: "
+                                 "a memory store here is this command's own, empty, and "
+                                 "gone when it ends (a server's cannot be reached)")
+
+
 def _export(cfg: config.Config, path: str) -> int:
     """Refused while a server holds the store (lock_timeout 0): one line, exit 2."""
+    _need_lasting(cfg, "export")
     if cfg.store == "jsonfile":
         _need_journal(cfg, "export")
     try:
@@ -246,6 +257,7 @@ def _export_to_stdout(store: Store) -> int:
 
 def _import(cfg: config.Config, path: str) -> int:
     """Refused while a server holds the store (lock_timeout 0): one line, exit 2."""
+    _need_lasting(cfg, "import")
     name = "standard input" if path == "-" else path
     try:
         source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115

@@ -51,9 +51,9 @@ def test_an_export_that_fails_leaves_the_old_file_whole_and_no_temporary_file(tm
     backup.write_bytes(BACKUP)
     store = _ShortListing()
     store.create(Plant(3, "Pilea"))
-    with pytest.raises(transfer.TransferError, match="exported 1 plant, but the store holds 2"):
-        with transfer.output_file(str(backup)) as out:
-            transfer.export(store, out)
+    with (pytest.raises(transfer.TransferError, match="exported 1 plant, but the store holds 2"),
+          transfer.output_file(str(backup)) as out):
+        transfer.export(store, out)
     assert backup.read_bytes() == BACKUP
     assert [p.name for p in tmp_path.iterdir()] == ["backup.jsonl"]
 

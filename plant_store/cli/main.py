@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         # A command prints its own result; the store's info lines would say it twice.
         level = cfg.log_level if args.command == "serve" else max(
             cfg.log_level, "warning", key=config.LOG_LEVELS.index)
-        logs.configure(level, cfg.log_format)
+        # A server's lines through a queue: a stalled stderr holds no thread of it.
+        logs.configure(level, cfg.log_format, queued=args.command == "serve")
         try:
             return _run(args, cfg)
         except DataDirError as exc:
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         except TokenFileError as exc:
             raise cfg.blame("token_file", str(exc)) from None
     except (config.ConfigError, StoreError, TokenError, transfer.TransferError) as exc:
+        logs.drain()  # a server's lines logged before it come first (bounded)
         print(f"plant-store: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader stopped early (| head): not an error to report

@@ -67,7 +67,7 @@ def create_app(
     public = PUBLIC_PATHS | ({"/metrics"} if config.metrics == "public" else set())
     access_log = AccessLog(log_stream, config.log_level, quiet_paths=QUIET_PATHS,
                            quiet_prefixes=PUBLIC_PREFIXES, log_format=config.log_format,
-                           on_response=counted.request)
+                           on_response=counted.request, on_dropped=counted.dropped)
     auth = BearerAuth(tokens, public, PUBLIC_PREFIXES,
                       preflight=bool(config.cors_allow_origins),
                       on_refused=counted.refused)

@@ -4,9 +4,17 @@ Wherever the service runs (``plant-store serve``, the WSGI entry point under gun
 uWSGI), it configures the root logger with one handler of its own, unless the host already
 configured logging (the root logger has handlers): then the host keeps control, and the
 access lines reach its handlers through the ``plant_store.access`` logger.
+
+``plant-store serve`` writes its lines through a :class:`LineQueue` (issue 42): a reader of
+stderr that stops reading (a pipe nobody reads, a stalled log shipper) then costs at most
+``QUEUE_BYTES`` of memory and lost lines, counted, never a request's thread, the server's
+I/O loop, or a stop that waits on the pipe for good.
 """
 
+import atexit
+import contextlib
 import logging
+import os
 import re
 import sys
 import threading
@@ -16,6 +24,8 @@ from typing import TextIO
 import orjson
 
 FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
+QUEUE_BYTES = 1 << 20  # log text that may wait for stderr: some 9,000 access lines
+DRAIN_TIMEOUT = 2.0  # seconds a stop gives stderr to take the lines that wait
 _second: tuple[int, str] = (-1, "")  # a second and its text
 _last: tuple[int, str] = (-1, "")  # a millisecond and its text: lines come in bursts
 _MILLIS = [f"{ms:03d}" for ms in range(1000)]  # a lookup is cheaper than a format spec
@@ -86,18 +96,122 @@ def formatter(log_format: str) -> logging.Formatter:
     return JsonFormatter() if log_format == "json" else TextFormatter(FORMAT)
 
 
-_own: logging.StreamHandler[TextIO] | None = None  # the handler configure() installed
+class LineQueue:
+    """Log text on its way to a file descriptor (stderr), written there by a thread of its
+    own, so that a reader that stops reading stalls that thread only: a request's thread,
+    the server's I/O loop or a stop that logs never waits for the descriptor. At most
+    ``limit`` bytes wait; a write beyond that is dropped whole, and its lines counted. The
+    output marks where such a gap begins, and says how many lines it lost once text is
+    taken again, or at :meth:`drain`.
+
+    Invariants: :meth:`write` never waits for the descriptor (the lock is held to queue or
+    to take text, never across an ``os.write``); only the writer thread writes to the
+    descriptor, each write's text whole and in the order queued; the bytes waiting, those
+    being written included, never pass ``limit`` but for the two lines marking a gap.
+    """
+
+    def __init__(self, fd: int, line_formatter: logging.Formatter,
+                 limit: int = QUEUE_BYTES) -> None:
+        self._fd, self._formatter, self._limit = fd, line_formatter, limit
+        self._chunks: list[bytes] = []
+        self._waiting = 0  # bytes queued or being written
+        self._dropped = 0  # lines dropped since the gap began; 0: no gap
+        self._stuck = False  # a drain timed out, and nothing was written since
+        self._gone = False  # the descriptor refused a write (closed, EPIPE): nowhere to log
+        self._cond = threading.Condition(threading.Lock())
+        threading.Thread(target=self._write_forever, name="log-writer", daemon=True).start()
+
+    def write(self, text: str) -> int:
+        """Queue ``text``, whole lines; the characters taken, 0 when it was dropped."""
+        data = text.encode("utf-8", "backslashreplace")  # as Python's stderr encodes
+        with self._cond:
+            if self._gone:
+                return 0
+            if self._waiting + len(data) > self._limit:
+                if not self._dropped:
+                    self._queue(self._notice(
+                        f"log lines dropped from here on: stderr is not taking them (the "
+                        f"{self._limit} bytes that may wait for it are waiting)"))
+                self._dropped += text.count("\n") or 1
+                return 0
+            self._close_gap()
+            self._queue(data)
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing: the writer thread writes (see :meth:`drain`)."""
+
+    def drain(self, timeout: float = DRAIN_TIMEOUT) -> bool:
+        """Wait up to ``timeout`` seconds for the lines queued to be written, a gap's count
+        too; whether they were. A descriptor that took nothing during a whole drain is not
+        waited for again until it takes something."""
+        with self._cond:
+            self._close_gap()
+            if not self._stuck:
+                self._stuck = not self._cond.wait_for(
+                    lambda: self._waiting == 0 or self._gone, timeout)
+            return self._waiting == 0
+
+    def _close_gap(self) -> None:
+        if self._dropped:
+            self._queue(self._notice(f"{self._dropped} log lines were dropped: stderr did "
+                                     "not take them in time"))
+            self._dropped = 0
+
+    def _notice(self, message: str) -> bytes:
+        record = logging.LogRecord(__name__, logging.WARNING, __file__, 0, message, None, None)
+        return (self._formatter.format(record) + "\n").encode()
+
+    def _queue(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._waiting += len(data)
+        self._cond.notify_all()
+
+    def _write_forever(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._chunks)
+                data, self._chunks = b"".join(self._chunks), []
+            view, gone = memoryview(data), False
+            try:
+                while view:
+                    view = view[os.write(self._fd, view):]
+            except OSError:  # closed, or its reader gone: nowhere left to log
+                gone = True
+            with self._cond:
+                self._waiting -= len(data)
+                self._stuck = False
+                self._gone |= gone
+                self._cond.notify_all()
 
 
-def configure(level: str, log_format: str = "text") -> None:
-    """Every record, one line each, on stderr, from ``level`` up."""
+_own: logging.StreamHandler[TextIO | LineQueue] | None = None  # the handler configure() installed
+
+
+def configure(level: str, log_format: str = "text", queued: bool = False) -> None:
+    """Every record, one line each, on stderr, from ``level`` up; through a
+    :class:`LineQueue` when ``queued`` (a server: see the module) and stderr has a file
+    descriptor (not a test's StringIO)."""
     global _own
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(formatter(log_format))
+    line_formatter = formatter(log_format)
+    stream: TextIO | LineQueue = sys.stderr
+    if queued:
+        with contextlib.suppress(AttributeError, OSError):  # UnsupportedOperation
+            stream = LineQueue(sys.stderr.fileno(), line_formatter)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(line_formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     _own = handler
+
+
+@atexit.register  # before the access log's (plant_store.http.access_log), so run after it
+def drain() -> None:
+    """Give stderr the lines :func:`configure`'s queue holds, within DRAIN_TIMEOUT."""
+    own = _own
+    if own is not None and isinstance(own.stream, LineQueue):
+        own.stream.drain()
 
 
 def configure_unless_configured(level: str, log_format: str = "text") -> bool:
@@ -109,7 +223,7 @@ def configure_unless_configured(level: str, log_format: str = "text") -> bool:
     return True
 
 
-def own_stream(logger: logging.Logger) -> TextIO | None:
+def own_stream(logger: logging.Logger) -> TextIO | LineQueue | None:
     """The stream of :func:`configure`'s handler when it is the only place ``logger``'s
     records go, with no filter on the way: lines may then be written to it directly, without
     a LogRecord each (see :mod:`plant_store.http.access_log`). None otherwise."""

@@ -1,11 +1,12 @@
 """Prometheus metrics, with the official client: what the service counts, and the text a
 scrape of ``GET /metrics`` reads.
 
-The access log, which already times every request, hands each one over here; so do the
-token check (a refusal), the plant resources (a 503 and its cause), the webhook worker (an
-attempt's outcome) and the store (a durable write's time, a compaction's). The per-request
-step is a dict lookup of the label set's children and two lock-guarded additions: label
-values are looked up once per (route, method, status), not per request.
+The access log, which already times every request, hands each one over here, and the
+lines it had to drop; so do the token check (a refusal), the plant resources (a 503 and
+its cause), the webhook worker (an attempt's outcome) and the store (a durable write's
+time, a compaction's). The per-request step is a dict lookup of the label set's children
+and two lock-guarded additions: label values are looked up once per (route, method,
+status), not per request.
 
 Labels stay bounded: the route is the template (``/plants/{plant_id}``), or the template
 the router would have chosen for a request refused before routing (a 401), or ``unmatched``;
@@ -88,6 +89,9 @@ class NoMetrics(StoreObserver):
     def attempted(self, outcome: str) -> None:
         """One webhook delivery attempt and its outcome (one of OUTCOMES)."""
 
+    def dropped(self, lines: int) -> None:
+        """Access lines dropped: their destination did not take them in time."""
+
 
 class Metrics(NoMetrics):
 
@@ -119,6 +123,10 @@ class Metrics(NoMetrics):
             "plant_store_tokens_refused", "Requests refused 401, by reason: no "
             "Authorization header, another scheme, or a token that is not valid.",
             ("reason",), registry=registry)
+        self._dropped = Counter(
+            "plant_store_access_lines_dropped", "Access lines dropped because their "
+            "destination (stderr) did not take them in time: a log reader that stalls costs "
+            "lines, not memory or a hung server.", registry=registry)
         for operation in OPERATIONS:  # every series from zero, so rates see the first one
             for cause in CAUSES:
                 self._unavailable.labels(operation, cause)
@@ -181,6 +189,9 @@ class Metrics(NoMetrics):
 
     def attempted(self, outcome: str) -> None:
         self._attempts.labels(outcome).inc()
+
+    def dropped(self, lines: int) -> None:
+        self._dropped.inc(lines)
 
     def wrote(self, seconds: float) -> None:
         self._writes.observe(seconds)

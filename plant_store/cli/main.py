@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         # A command prints its own result; the store's info lines would say it twice.
         level = cfg.log_level if args.command == "serve" else max(
             cfg.log_level, "warning", key=config.LOG_LEVELS.index)
-        logs.configure(level, cfg.log_format)
+        # A server's lines through a queue: a stalled stderr holds no thread of it.
+        logs.configure(level, cfg.log_format, queued=args.command == "serve")
         try:
             return _run(args, cfg)
         except DataDirError as exc:
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         except TokenFileError as exc:
             raise cfg.blame("token_file", str(exc)) from None
     except (config.ConfigError, StoreError, TokenError, transfer.TransferError) as exc:
+        logs.drain()  # a server's lines logged before it come first (bounded)
         print(f"plant-store: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader stopped early (| head): not an error to report
@@ -216,9 +218,20 @@ def _compact(cfg: config.Config) -> int:
     return 0
 
 
+def _need_lasting(cfg: config.Config, command: str) -> None:
+    """A memory store opened here is this command's own: empty when it starts and gone when
+    it ends. Exported, it would replace a backup with an empty file; imported into, it
+    would keep nothing. Refused before any file is read, written or made."""
+    if cfg.store == "memory":
+        raise cfg.blame("store", f"'plant-store {command}' needs a store that outlives it: "
+                                 "a memory store here is this command's own, empty, and "
+                                 "gone when it ends (a server's cannot be reached)")
+
+
 def _export(cfg: config.Config, path: str) -> int:
     """Refused while a server holds the store (lock_timeout 0): one line, exit 2. It only
     reads: a PostgreSQL schema that lacks migrations is refused, not migrated."""
+    _need_lasting(cfg, "export")
     if cfg.store == "jsonfile":
         _need_journal(cfg, "export")
     try:
@@ -247,6 +260,7 @@ def _export_to_stdout(store: Store) -> int:
 
 def _import(cfg: config.Config, path: str) -> int:
     """Refused while a server holds the store (lock_timeout 0): one line, exit 2."""
+    _need_lasting(cfg, "import")
     name = "standard input" if path == "-" else path
     try:
         source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115

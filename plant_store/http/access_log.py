@@ -10,6 +10,15 @@ buffer= flush=``, a ``kill -9`` loses at most the last interval's lines; a norma
 writes them all. Probes (``quiet_paths``, and paths under ``quiet_prefixes``) are logged
 only at ``log_level = debug``.
 
+At most ``MAX_PENDING`` lines wait for the flusher (a few more, one per thread racing
+past the check): while their destination does not take them (a host's handler on a
+stderr nobody reads), further lines are dropped, counted by ``on_dropped`` (the metrics),
+and one warning says how many once a flush gets through. Lines that a
+:class:`~plant_store.logs.LineQueue` refuses (``plant-store serve``'s stderr, stalled) are
+counted the same way; the queue marks the gap in the log itself, and never makes the
+flusher wait. A stop's flush (``flush_all``) waits at most ``DRAIN_TIMEOUT`` for a flush
+stuck on its destination, then leaves it.
+
 In the text format every field a client chose (path, method, address, request id) has its
 control characters escaped as ``\\xNN``, so a request cannot forge or split a line.
 
@@ -36,10 +45,12 @@ import orjson
 
 from plant_store.config import LOG_LEVELS
 from plant_store.http.request_id import RequestId
-from plant_store.logs import escape, iso_timestamp, own_stream, timestamp
+from plant_store.logs import DRAIN_TIMEOUT, LineQueue, escape, iso_timestamp, own_stream, timestamp
 
 FLUSH_INTERVAL = 0.05  # seconds; a small batch holds the GIL briefly, which keeps p99 down
+MAX_PENDING = 10_000  # lines waiting for the flusher: some 4 MB, 2 s at 5,000 requests/s
 LOGGER = logging.getLogger("plant_store.access")
+log = logging.getLogger("plant_store.logs")
 _LEVELS = {"INFO": logging.INFO, "DEBUG": logging.DEBUG}
 _CODES: dict[Any, int] = {}  # a status as the app set it -> its code
 
@@ -49,13 +60,18 @@ class AccessLog:
         self, stream: TextIO | None, log_level: str, quiet_paths: frozenset[str],
         quiet_prefixes: tuple[str, ...] = (), log_format: str = "text",
         on_response: Callable[[falcon.Request, falcon.Response, float], None] | None = None,
+        on_dropped: Callable[[int], None] | None = None, max_pending: int = MAX_PENDING,
     ) -> None:
         """``on_response(req, resp, seconds)``: told every request's time, logged or not
-        (the metrics count them)."""
+        (the metrics count them); ``on_dropped(lines)``: told of access lines dropped."""
         self._json = log_format == "json"
         self._ids = RequestId()
         self._stream = stream
         self._lines: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._max_pending = max_pending
+        self._dropped = 0  # lines dropped since the last flush, for want of room
+        self._dropped_lock = threading.Lock()
+        self._on_dropped = on_dropped
         self._lock = threading.Lock()  # one flush at a time, so lines keep their order
         _live.add(self)
         _start_flusher()
@@ -85,6 +101,10 @@ class AccessLog:
         elif self._info:
             level = "INFO"
         else:
+            return
+        if len(self._lines) >= self._max_pending:  # the destination does not keep up
+            with self._dropped_lock:
+                self._dropped += 1
             return
         # The raw fields only, from the WSGI environ itself (Falcon's remote_addr, root_path
         # and status_code each cost more than the rest of this step); the flusher formats.
@@ -136,29 +156,51 @@ class AccessLog:
             return "".join(orjson.dumps(self._object(e)).decode() + "\n" for e in entries)
         return self._text(entries)
 
-    def flush(self) -> None:
-        with self._lock:
-            lines = []
-            with contextlib.suppress(IndexError):
-                while True:
-                    lines.append(self._lines.popleft())
-            if not lines:
-                return
-            stream = self._stream or own_stream(LOGGER)
-            if stream is None:
-                for entry in lines:
-                    # A host's filter or handler that raises ends neither the flusher nor
-                    # the other lines.
-                    with contextlib.suppress(Exception):
-                        self._emit(entry)
-                return
-            if stream is not self._stream:  # the root's handler: its level still applies
-                lines = [e for e in lines if LOGGER.isEnabledFor(_LEVELS[e[1]])]
-            try:
-                stream.write(self._format(lines))
-                stream.flush()
-            except (OSError, ValueError):  # stderr closed or gone: nowhere left to log
-                pass
+    def flush(self, wait: float = -1) -> None:
+        """Write the lines that wait; ``wait``: seconds to wait for a flush under way (one
+        stuck on its destination, say) before giving up, -1 for as long as it takes."""
+        if not self._lock.acquire(timeout=wait):
+            return
+        try:
+            self._flush()
+        finally:
+            self._lock.release()
+        with self._dropped_lock:
+            dropped, self._dropped = self._dropped, 0
+        if dropped:  # after a flush that got through: this line may too
+            log.warning("%d access lines dropped: their destination took none for a while "
+                        "(%d may wait)", dropped, self._max_pending)
+            self._count_dropped(dropped)
+
+    def _flush(self) -> None:
+        lines = []
+        with contextlib.suppress(IndexError):
+            while True:
+                lines.append(self._lines.popleft())
+        if not lines:
+            return
+        stream = self._stream or own_stream(LOGGER)
+        if stream is None:
+            for entry in lines:
+                # A host's filter or handler that raises ends neither the flusher nor
+                # the other lines.
+                with contextlib.suppress(Exception):
+                    self._emit(entry)
+            return
+        if stream is not self._stream:  # the root's handler: its level still applies
+            lines = [e for e in lines if LOGGER.isEnabledFor(_LEVELS[e[1]])]
+        try:
+            taken = stream.write(self._format(lines))
+            stream.flush()
+        except (OSError, ValueError):  # stderr closed or gone: nowhere left to log
+            return
+        if taken == 0 and lines and isinstance(stream, LineQueue):  # full: the queue says so
+            self._count_dropped(len(lines))
+
+    def _count_dropped(self, lines: int) -> None:
+        if self._on_dropped is not None:
+            with contextlib.suppress(Exception):  # the flusher outlives a failing count
+                self._on_dropped(lines)
 
     def _emit(self, entry: tuple[Any, ...]) -> None:
         """One line as a LogRecord, made at the request's time, through the logger."""
@@ -181,9 +223,10 @@ _flusher: threading.Thread | None = None
 
 @atexit.register
 def flush_all() -> None:
-    """Write every pending access line now (at a stop, and at exit)."""
+    """Write every pending access line now (at a stop, and at exit), waiting for a flush
+    under way at most DRAIN_TIMEOUT each."""
     for access in list(_live):
-        access.flush()
+        access.flush(DRAIN_TIMEOUT)
 
 
 def _flush_forever() -> None:

@@ -8,6 +8,7 @@ import resource
 import signal
 from collections.abc import Callable, Iterable
 
+from plant_store import logs
 from plant_store.config import Config
 from plant_store.http import access_log, auth
 from plant_store.http.auth import Tokens
@@ -85,13 +86,17 @@ def _urls(server: Server, prefix: str) -> list[str]:
 
 def serve(service: Service, on_ready: Callable[[str], None] | None = None) -> None:
     """Serve ``service`` until a stop signal, then close it; ``on_ready(url)`` runs once
-    bound."""
+    bound. The log's last lines get DRAIN_TIMEOUT to reach stderr, not longer: a reader
+    that stalls cannot hold the stop."""
     try:
-        _serve(service, on_ready)
+        try:
+            _serve(service, on_ready)
+        finally:
+            service.close()  # after the last request: their deliveries are in the outbox
+            access_log.flush_all()  # the last requests' lines before the closing line
+        log.info("plant-store stopped")
     finally:
-        service.close()  # after the last request: their deliveries are in the outbox
-        access_log.flush_all()  # the last requests' lines before the closing line
-    log.info("plant-store stopped")
+        logs.drain()
 
 
 def _serve(service: Service, on_ready: Callable[[str], None] | None) -> None:

@@ -1,18 +1,23 @@
 """Access lines: one per request, written by a background thread, never a token or body."""
 
+import fcntl
 import io
+import os
+import threading
 import time
 from http import HTTPStatus
 
 import falcon
+import falcon.testing
 import webtest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.http.access_log import AccessLog
-from plant_store.logs import escape, timestamp
+from plant_store.http.access_log import FLUSH_INTERVAL, AccessLog, flush_all
+from plant_store.logs import FORMAT, LineQueue, TextFormatter, escape, timestamp
 from plant_store.stores import MemoryStore
 
 
@@ -110,3 +115,71 @@ _FIELD = st.text(max_size=12)
 def test_a_batch_is_formatted_as_each_line_was_alone(entries):
     access = AccessLog(io.StringIO(), "info", frozenset())
     assert access._text(entries) == "".join(map(_one_line, entries))
+
+
+class _Stalled(io.StringIO):
+    """A destination that takes nothing until released, as a stderr nobody reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.entered, self.released = threading.Event(), threading.Event()
+
+    def write(self, text):
+        self.entered.set()
+        assert self.released.wait(10)
+        return super().write(text)
+
+
+def test_lines_waiting_for_a_stalled_destination_are_bounded_and_counted(caplog):
+    # Issue 42, finding 5: every line waited, without bound, for a stderr nobody read.
+    stream, dropped = _Stalled(), []
+    access = AccessLog(stream, "info", frozenset(), on_dropped=dropped.append, max_pending=50)
+    app = falcon.App(middleware=[access])
+    client = falcon.testing.TestClient(app)
+    client.simulate_get("/first")
+    assert stream.entered.wait(5)  # the flusher holds the first line, stuck in write()
+    for _ in range(200):
+        client.simulate_get("/nope")
+    began = time.monotonic()
+    access.flush(wait=0.2)  # as a stop does: gives up on the stuck flush
+    assert time.monotonic() - began < 1
+    stream.released.set()
+    lines = lines_when(stream, 51)
+    time.sleep(3 * FLUSH_INTERVAL)
+    assert len(stream.getvalue().splitlines()) == 51  # the first, and 50 that waited
+    deadline = time.monotonic() + 5
+    while sum(dropped) < 150:
+        assert time.monotonic() < deadline, dropped
+        time.sleep(0.02)
+    assert sum(dropped) == 150 and lines[0].split()[6] == "/first"
+    warnings = [r.getMessage() for r in caplog.records if r.name == "plant_store.logs"]
+    assert warnings == ["150 access lines dropped: their destination took none for a while "
+                        "(50 may wait)"]
+
+
+def test_lines_a_full_log_queue_refuses_are_counted_in_the_metrics(tokens, token):
+    r, w = os.pipe()  # nobody reads it
+    fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ: as small as Linux makes a pipe
+    queue = LineQueue(w, TextFormatter(FORMAT), limit=1000)
+    app = webtest.TestApp(
+        create_app(Config(store="memory"), store=MemoryStore(), tokens=tokens,
+                   log_stream=queue),
+        extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
+    for _ in range(300):
+        app.get("/nope", status=404)
+    flush_all()
+    scraped = app.get("/metrics").text
+    dropped = next(s.value for f in text_string_to_metric_families(scraped)
+                   for s in f.samples if s.name == "plant_store_access_lines_dropped_total")
+    chunks = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(r, 1 << 16),
+                                                                b"")))
+    reader.start()
+    deadline = time.monotonic() + 5
+    while not queue.drain(0.1):
+        assert time.monotonic() < deadline
+    os.close(w)
+    reader.join(5)
+    os.close(r)
+    written = b"".join(chunks).decode().count(" [plant_store.access] ")
+    assert dropped > 0 and written + dropped == 300

@@ -239,19 +239,22 @@ class Config:
     connection_limit: int = setting(_int_in(10, 1000), "100",
         "Most connections waitress holds open, counting its own listening socket and "
         "wake-up pipe. At the limit, every connection that has sent nothing for a "
-        "second and waits for no answer is closed, to let new clients in.",
+        "second and waits for no answer is closed, to let new clients in. Waitress "
+        "only: refused with server = granian, which has no such limit.",
         unit="N")
     channel_timeout: int = setting(_int_in(1, 86400), "120",
         "Seconds a connection may go without sending or receiving a byte, outside a "
         "request the app is handling, before waitress closes it (checked every 30 s, or "
         "this often if shorter). A client that sends a byte now and then is never closed. "
-        "Behind nginx keep it above nginx's upstream keepalive_timeout (60 s).",
+        "Behind nginx keep it above nginx's upstream keepalive_timeout (60 s). Waitress "
+        "only: refused with server = granian, which closes no connection for being idle.",
         unit="SECONDS")
     request_timeout: int = setting(_int_in(1, 3600), "30",
         "Seconds a client gets to send a request whole (its headers and body, from its "
         "first byte), and that an answer may wait without the client reading any of "
         "it; then its connection is closed (checked every second), so slow or stalled "
-        "clients hold no connection or thread for long.",
+        "clients hold no connection or thread for long. Under server = granian: the "
+        "headers' deadline only (hyper's, at most 60), from their first byte.",
         unit="SECONDS")
     store: str = setting(_OneOf("memory", "jsonfile", "postgresql"), "jsonfile",
         "Where plants live: 'memory' (lost on exit), 'jsonfile' (durable, one process) "

@@ -201,10 +201,10 @@ def test_several_workers_on_postgresql_each_serve_with_its_probes(tmp_path, data
 
 
 def test_malformed_requests_get_hypers_own_400_and_bodies_the_error_shape(tmp_path):
-    """The documented exception (docs/errors.rst): what hyper refuses before the app (not
-    HTTP, a bad header line, a bad Content-Length or Transfer-Encoding) is a 400 with an
-    empty body; everything the app answers, a body over max_body_size included, is in
-    the Error shape."""
+    """The documented exceptions (docs/errors.rst): what hyper refuses before the app (not
+    HTTP, a bad header line, a bad Content-Length or Transfer-Encoding: 400; headers of a
+    megabyte: 431) has an empty body; everything the app answers, a body over
+    max_body_size included, is in the Error shape."""
     with granian(tmp_path, "--max-body-size", "100") as server:
         token = server.first_token
         for head in (b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1\r\nHost x\r\n\r\n",
@@ -213,6 +213,9 @@ def test_malformed_requests_get_hypers_own_400_and_bodies_the_error_shape(tmp_pa
             answer = exchange(server.host, server.port, head)
             assert (answer.status, answer.body, answer.headers["connection"]) == (
                 400, b"", "close"), head
+        huge = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 1_000_000 + b"\r\n\r\n"
+        answer = exchange(server.host, server.port, huge)
+        assert (answer.status, answer.body) == (431, b"")
         status, _, body = server.request("POST", "/plants", b"{" * 101, token)
         assert status == 413 and body["error"] == 413 and "100" in body["message"]
 

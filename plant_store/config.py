@@ -215,7 +215,16 @@ SECRETS = frozenset({"database_url", "webhook_secret"})  # never shown, not even
 class Config:
     """Typed values of every setting; construct with overrides, e.g. ``Config(store="memory")``."""
 
-    host: str = setting(str, "127.0.0.1", "Address waitress listens on.")
+    server: str = setting(_OneOf("waitress", "granian"), "waitress",
+        "The HTTP server of 'plant-store serve': 'waitress' (pure Python, one process), or "
+        "'granian' (Rust I/O; pip install 'plant-store[granian]'), whose worker processes "
+        "each serve the app (see workers). A setting granian cannot honour as waitress "
+        "does is refused at start, saying why.")
+    workers: int = setting(_int_in(1, 64), "1",
+        "Worker processes of server = granian, each with its own threads, store "
+        "connections and probe port; above 1 only with store = postgresql (one process "
+        "serves a data directory). Waitress is one process: 1 only.", unit="N")
+    host: str = setting(str, "127.0.0.1", "Address the server listens on.")
     port: int = setting(_int_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one.")
     probe_port: int = setting(_int_in(0, 65535), "0",
         "Also answer /health and /ready on this port (on host; under gunicorn, on the "
@@ -225,23 +234,27 @@ class Config:
         "0: off.",
         unit="PORT")
     threads: int = setting(_int_in(1, 256), "16",
-        "Waitress worker threads; more of them share each fsync (group commit).", unit="N")
+        "Request threads (waitress's worker threads; granian's blocking threads, per "
+        "worker); more of them share each fsync (group commit).", unit="N")
     connection_limit: int = setting(_int_in(10, 1000), "100",
         "Most connections waitress holds open, counting its own listening socket and "
         "wake-up pipe. At the limit, every connection that has sent nothing for a "
-        "second and waits for no answer is closed, to let new clients in.",
+        "second and waits for no answer is closed, to let new clients in. Waitress "
+        "only: refused with server = granian, which has no such limit.",
         unit="N")
     channel_timeout: int = setting(_int_in(1, 86400), "120",
         "Seconds a connection may go without sending or receiving a byte, outside a "
         "request the app is handling, before waitress closes it (checked every 30 s, or "
         "this often if shorter). A client that sends a byte now and then is never closed. "
-        "Behind nginx keep it above nginx's upstream keepalive_timeout (60 s).",
+        "Behind nginx keep it above nginx's upstream keepalive_timeout (60 s). Waitress "
+        "only: refused with server = granian, which closes no connection for being idle.",
         unit="SECONDS")
     request_timeout: int = setting(_int_in(1, 3600), "30",
         "Seconds a client gets to send a request whole (its headers and body, from its "
         "first byte), and that an answer may wait without the client reading any of "
         "it; then its connection is closed (checked every second), so slow or stalled "
-        "clients hold no connection or thread for long.",
+        "clients hold no connection or thread for long. Under server = granian: the "
+        "headers' deadline only (hyper's, at most 60), from their first byte.",
         unit="SECONDS")
     store: str = setting(_OneOf("memory", "jsonfile", "postgresql"), "jsonfile",
         "Where plants live: 'memory' (lost on exit), 'jsonfile' (durable, one process) "

@@ -112,8 +112,8 @@ def parser() -> argparse.ArgumentParser:
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    serve = _command(commands, "serve", "run the HTTP service on waitress until SIGTERM, "
-                                        "SIGHUP or Ctrl-C", ALL)
+    serve = _command(commands, "serve", "run the HTTP service on waitress (or granian) "
+                                        "until SIGTERM, SIGHUP or Ctrl-C", ALL)
     serve.add_argument("--no-first-token", action="store_true",
                        help="make and print no first token when there is no token file (a "
                             "service whose output others read: issue one with 'plant-store "

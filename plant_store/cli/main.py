@@ -111,7 +111,11 @@ def _serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> i
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise cfg.blame("host", f"cannot listen on {cfg.host}:{cfg.port}: {reason}") from None
     _check_port(cfg)
-    service = Service(cfg, tokens=tokens)  # serve closes it
+    if cfg.server == "waitress" and cfg.workers > 1:
+        raise cfg.blame("workers", "waitress is one process; several workers are for "
+                                   "server = granian (on store = postgresql)")
+    # Under granian each worker process opens the service, after the fork.
+    service = Service(cfg, tokens=tokens) if cfg.server == "waitress" else None
 
     def announce(url: str) -> None:
         """Once listening, make the first token if there is no token file, and show it this
@@ -130,7 +134,10 @@ def _serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> i
             print(_first_token_message(token, url, os.path.abspath(tokens.path)), flush=True)
 
     try:
-        server.serve(service, on_ready=announce)
+        if service is None:
+            server.serve_granian(cfg, on_ready=announce)
+        else:
+            server.serve(service, on_ready=announce)  # serve closes it
     except OSError as exc:  # the listening socket: address in use, permission denied
         culprit = "host" if exc.errno == errno.EADDRNOTAVAIL or exc.errno is None else "port"
         raise cfg.blame(culprit, f"cannot listen on {cfg.host}:{cfg.port}: "

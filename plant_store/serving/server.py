@@ -1,5 +1,5 @@
-"""Run the service on waitress until SIGTERM, SIGINT or SIGHUP, finish what is in flight,
-close it."""
+"""Run the service on waitress (or on granian: :func:`serve_granian`) until SIGTERM, SIGINT
+or SIGHUP, finish what is in flight, close it."""
 
 import contextlib
 import logging
@@ -97,6 +97,20 @@ def serve(service: Service, on_ready: Callable[[str], None] | None = None) -> No
         log.info("plant-store stopped")
     finally:
         logs.drain()
+
+
+def serve_granian(config: Config, on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve on granian (``server = granian``) until a stop signal: its worker processes
+    each open the service after the fork, and close it once their requests are answered
+    (:mod:`plant_store.serving.granian_adapter`); ``on_ready(url)`` runs once one listens."""
+    from plant_store.serving import granian_adapter  # granian is an extra
+
+    _raise_descriptor_limit()  # the workers inherit it: it bounds their connections
+    try:
+        granian_adapter.serve(config, on_ready, STOP_GRACE)
+    finally:
+        access_log.flush_all()
+    log.info("plant-store stopped")
 
 
 def _serve(service: Service, on_ready: Callable[[str], None] | None) -> None:

@@ -40,7 +40,7 @@ def test_the_support_table_matches_setup_cfg_and_the_hooks():
     rows = table()
     python, pinned = specifiers()
     assert rows["Python"][0] == python
-    for name in ("falcon", "marshmallow", "waitress", "psycopg", "psycopg-pool",
+    for name in ("falcon", "marshmallow", "waitress", "granian", "psycopg", "psycopg-pool",
                  "prometheus_client"):
         assert same(rows[name][0]) == same(pinned[name]), name
     # Read, not imported: importing the hooks names a metrics directory in os.environ.

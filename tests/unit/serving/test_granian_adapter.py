@@ -1,0 +1,56 @@
+"""plant_store.serving.granian_adapter: which settings granian cannot honour as waitress does,
+and the one undocumented granian name it relies on, pinned against the installed release
+(tests/integration/test_serve_granian.py runs the real server)."""
+
+import inspect
+
+import granian
+import pytest
+from granian.server import common
+
+from plant_store.config import Config
+from plant_store.serving import granian_adapter
+
+GRANIAN = f"granian {granian.__version__}"
+
+
+@pytest.mark.parametrize(("given", "refused", "says"), [
+    ({"connection_limit": 100}, "connection_limit", "idle connections too"),
+    ({"channel_timeout": 120}, "channel_timeout", "closes no connection for being idle"),
+    ({"request_timeout": 61}, "request_timeout", "at most 60 s"),
+    ({"workers": 2}, "workers", "store=jsonfile with 2 granian worker processes"),
+    ({"workers": 2, "store": "memory"}, "workers", "store=memory with 2 granian"),
+    ({"workers": 2, "store": "postgresql", "database_url": "dbname=x"}, "workers",
+     "set metrics = off"),
+])
+def test_settings_that_cannot_mean_the_same_are_refused(given, refused, says):
+    problem = granian_adapter.refusal(Config(server="granian", **given))
+    assert problem is not None and problem[0] == refused and says in problem[1]
+
+
+@pytest.mark.parametrize("given", [
+    {}, {"request_timeout": 60, "threads": 4, "probe_port": 8081, "max_body_size": 10},
+    {"workers": 4, "store": "postgresql", "database_url": "dbname=x", "metrics": "off"},
+    {"url_prefix": "/api", "trusted_proxy": "127.0.0.1", "rate_limit": 5},
+])
+def test_settings_granian_honours_pass(given):
+    assert granian_adapter.refusal(Config(server="granian", **given)) is None
+
+
+def test_the_master_takes_sighup_through_signal_handler_reload():
+    """The one undocumented name: granian's master installs ``signal_handler_reload`` for
+    SIGHUP (to respawn its workers); the adapter overrides it to stop, as waitress does."""
+    source = inspect.getsource(common.AbstractServer.startup)
+    assert "set_main_signals(self.signal_handler_interrupt, self.signal_handler_reload)" in (
+        source), f"{GRANIAN}: the master's signal handlers changed"
+    assert callable(getattr(granian.Granian, "signal_handler_reload", None)), GRANIAN
+    server = granian_adapter._server_class()(
+        "target", log_dictconfig={"formatters": {}, "handlers": {}, "loggers": {}})
+    server.hup_ignored = True
+    server.signal_handler_reload()
+    assert not server.main_loop_interrupt.is_set()  # nohup: stays without effect
+    server.hup_ignored = False
+    server.signal_handler_reload()
+    assert server.interrupt_signal and server.main_loop_interrupt.is_set(), GRANIAN
+    assert not server.reload_signal
+

@@ -1,3 +1,4 @@
+import collections
 import errno
 import importlib.resources
 import importlib.util
@@ -143,14 +144,28 @@ MISSING = [  # (the reason a test skips or fails with, what it is, how to instal
 ]
 
 
+def skip_causes(skipped):
+    """One closing line per cause of the ``skipped`` reports, most frequent first: a test
+    that skips for want of nginx, Apache, Caddy, HAProxy, Chromium, PostgreSQL or a mount
+    never skips silently (issue 46)."""
+    causes = collections.Counter(
+        str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
+        .removeprefix("Skipped: ") for report in skipped)
+    return [f"{counted(count, 'test')} skipped: {cause}" for cause, count in causes.most_common()]
+
+
 def pytest_terminal_summary(terminalreporter):
+    skipped = terminalreporter.stats.get("skipped", [])
+    if skipped:
+        terminalreporter.section("skipped, by cause", sep="-", yellow=True)
+        for line in skip_causes(skipped):
+            terminalreporter.write_line(line, yellow=True)
     for reason, what, install in MISSING:
-        skipped = sum(reason in str(report.longrepr)
-                      for report in terminalreporter.stats.get("skipped", []))
+        skips = sum(reason in str(report.longrepr) for report in skipped)
         errors = sum(reason in str(report.longrepr)
                      for report in terminalreporter.stats.get("error", []))
-        if skipped or errors:
-            count = (f"{counted(skipped, what + ' test')} skipped" if skipped
+        if skips or errors:
+            count = (f"{counted(skips, what + ' test')} skipped" if skips
                      else f"{counted(errors, what + ' test')} failed")
             terminalreporter.section(what, sep="!", red=True, bold=True)
             terminalreporter.write_line(f"{reason}: {count}; .ci/run installs it ({install})",

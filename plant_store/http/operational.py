@@ -10,6 +10,7 @@ import importlib.resources
 import falcon
 import orjson
 
+from plant_store.http import docs_page
 from plant_store.http.forwarded import base_url
 from plant_store.stores import Store, StoreUnavailable
 
@@ -56,13 +57,16 @@ class OpenApiResource:
 
 class IndexResource:
     """``GET /``: where to go from here, for a person or a client that starts at the root
-    (without a token, it would get a bare 401 and no hint)."""
+    (without a token, it would get a bare 401 and no hint); ``/docs`` only where the
+    interactive page is installed (the docs-page extra), since it answers 404 elsewhere."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         base = base_url(req)
-        resp.data = orjson.dumps({
-            "service": "plant-store", "docs": base + "/docs",
-            "openapi": base + "/openapi.json", "plants": base + "/plants"})
+        links = {"service": "plant-store", "docs": base + "/docs",
+                 "openapi": base + "/openapi.json", "plants": base + "/plants"}
+        if not docs_page.INSTALLED:
+            del links["docs"]
+        resp.data = orjson.dumps(links)
         resp.content_type = falcon.MEDIA_JSON
 
     on_head = on_get

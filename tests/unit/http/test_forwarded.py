@@ -9,7 +9,7 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.http import access_log
+from plant_store.http import access_log, docs_page
 from plant_store.http.forwarded import Forwarded
 from plant_store.stores import MemoryStore
 
@@ -203,6 +203,14 @@ def test_the_index_needs_no_token_and_points_at_the_docs(tokens):
     assert app.get("/").json == {
         "service": "plant-store", "docs": "http://localhost:80/docs",
         "openapi": "http://localhost:80/openapi.json", "plants": "http://localhost:80/plants"}
+
+
+def test_the_index_names_docs_only_where_the_page_is_installed(tokens, monkeypatch):
+    """Issue 46: GET / advertised /docs on an install without the docs-page extra, where
+    /docs answers 404."""
+    monkeypatch.setattr(docs_page, "INSTALLED", False)
+    app = make(tokens)
+    assert "docs" not in app.get("/").json and app.get("/docs", status="*").status_int == 404
 
 
 @pytest.mark.parametrize("host", ["evil.example/x?", "", "a>; rel=x, <http://evil"])

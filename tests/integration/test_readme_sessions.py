@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 
@@ -86,7 +87,11 @@ def test_every_readme_session_runs_and_prints_what_the_readme_shows(tmp_path,
     shell = sessions.Shell(str(clone), env)
     first_terminal = None
     try:
+        page = None
         for block in blocks:
+            if page == "docs/tutorial.rst" != block.page:
+                _tutorial_left_nothing_running(shell, ports)
+            page = block.page
             if block.page == "README.rst" and INSTALL.fullmatch(block.text):
                 # The install itself is the venv this suite runs in (tests/integration/
                 # test_wheel_install.py installs the wheel); the serve it ends with runs in
@@ -131,6 +136,15 @@ def test_every_readme_session_runs_and_prints_what_the_readme_shows(tmp_path,
             os.killpg(first_terminal.pid, signal.SIGKILL)
             first_terminal.communicate()
         shell.close()
+
+
+def _tutorial_left_nothing_running(shell, ports):
+    """Issue 46: the tutorial left its webhook receiver running, and its secret exported
+    into the next page's session."""
+    output, _ = shell.run('echo "secret: ${PLANT_STORE_WEBHOOK_SECRET:-unset}"')
+    assert output.strip() == "secret: unset", output
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", ports[9000])) != 0, "the receiver still runs"
 
 
 def test_every_page_with_a_session_is_run():

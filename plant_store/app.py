@@ -8,7 +8,7 @@ import falcon.routing
 
 from plant_store import metrics
 from plant_store.config import Config, ConfigError
-from plant_store.http import errors
+from plant_store.http import docs_page, errors
 from plant_store.http.access_log import AccessLog
 from plant_store.http.auth import BearerAuth, Tokens
 from plant_store.http.docs_page import DocsAssetResource, DocsPageResource
@@ -96,7 +96,7 @@ def create_app(
         on_unavailable=counted.unavailable))
     app.add_route("/plants/{plant_id}", PlantResource(store, config.max_body_size,
                                                       counted.unavailable))
-    app.add_route("/", IndexResource())
+    app.add_route("/", IndexResource(docs=docs_page.INSTALLED))
     app.add_route("/health", HealthResource())
     app.add_route("/ready", ReadyResource(store))
     app.add_route("/openapi.json", OpenApiResource())

@@ -65,6 +65,7 @@ from plant_store import config as _config  # noqa: E402  # 'config' is a gunicor
 from plant_store import logs  # noqa: E402
 from plant_store.serving import metrics_archive, probe_port, waitress_adapter  # noqa: E402
 from plant_store.stores import one_process_problem  # noqa: E402
+from plant_store.util import once  # noqa: E402
 
 # Forwarded headers are the app's to judge (trusted_proxy, plant_store.http.forwarded): gunicorn's
 # own defaults take X-Forwarded-Proto from any loopback or Unix-socket peer as the scheme
@@ -116,6 +117,8 @@ def on_starting(server: Arbiter) -> None:
                          f"{gunicorn.__version__}); pip install 'gunicorn>=27'")
     _refuse_workers_that_cannot_share(server.cfg.workers)
     _listen_for_probes(server)
+    # What a worker says at its start is said by the first worker of this start only.
+    os.environ[once.ENV] = tempfile.mkdtemp(prefix="plant-store-once-")
     directory = os.environ[ENV]
     try:
         os.makedirs(directory, exist_ok=True)
@@ -206,6 +209,8 @@ def worker_exit(server: Arbiter, worker: Worker) -> None:
 def on_exit(server: object) -> None:
     if _made and os.environ.get(ENV) == _made:
         shutil.rmtree(_made, ignore_errors=True)
+    if os.environ.get(once.ENV):
+        shutil.rmtree(os.environ[once.ENV], ignore_errors=True)
 
 
 _ended: set[int] = set()  # PIDs of ended workers whose files are still to merge

@@ -10,7 +10,6 @@ import importlib.resources
 import falcon
 import orjson
 
-from plant_store.http import docs_page
 from plant_store.http.forwarded import base_url
 from plant_store.stores import Store, StoreUnavailable
 
@@ -60,11 +59,14 @@ class IndexResource:
     (without a token, it would get a bare 401 and no hint); ``/docs`` only where the
     interactive page is installed (the docs-page extra), since it answers 404 elsewhere."""
 
+    def __init__(self, docs: bool) -> None:
+        self._docs = docs
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         base = base_url(req)
         links = {"service": "plant-store", "docs": base + "/docs",
                  "openapi": base + "/openapi.json", "plants": base + "/plants"}
-        if not docs_page.INSTALLED:
+        if not self._docs:
             del links["docs"]
         resp.data = orjson.dumps(links)
         resp.content_type = falcon.MEDIA_JSON

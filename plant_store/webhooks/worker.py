@@ -27,6 +27,7 @@ from plant_store import __version__
 from plant_store.config import Config
 from plant_store.stores import Store, StoreUnavailable
 from plant_store.stores.outbox import Delivery
+from plant_store.util import once
 from plant_store.util.words import counted
 from plant_store.webhooks import retry_requests
 from plant_store.webhooks.bounded_post import post
@@ -275,6 +276,8 @@ def start(config: Config, store: Store,
     except StoreUnavailable:
         owed = []
     stale = collections.Counter(d.url for d in owed if d.url not in config.webhook_urls)
+    if stale and not once.first("stale-deliveries"):  # a recycled worker: said at start
+        stale.clear()
     for url, count in sorted(stale.items()):
         log.warning("%s owed to %s, which webhook_urls does not list: %s ('plant-store "
                     "webhooks list' shows them)",

@@ -277,3 +277,28 @@ def test_a_worker_added_later_on_a_store_that_serves_one_is_refused(tmp_path):
     output = "".join(server.output)
     assert output.count("Booting worker") == 1, output
     assert "the worker count stays 1" in output, output
+
+
+@pytest.mark.slow
+def test_a_recycled_worker_does_not_repeat_the_start_warning(tmp_path):
+    """Issue 46: with --max-requests, every recycled worker logged the same "deliveries
+    owed to a URL webhook_urls does not list" warning (62 lines in 15 s); it is said once
+    per server start."""
+    from serverproc import Server
+
+    import base64
+
+    secret = "whsec_" + base64.b64encode(b"k" * 32).decode()
+    first = Server(tmp_path / "data", "--webhook-urls", "http://127.0.0.1:9/",
+                   "--webhook-backoff", "3600", env={"PLANT_STORE_WEBHOOK_SECRET": secret})
+    assert first.request("POST", "/plants", {"id": 1, "name": "owed"},
+                         token=first.first_token)[0] == 200
+    first.stop()
+    server, _ = hooked(tmp_path, "-w", "1", "--threads", "4", "--max-requests", "5")
+    with server:
+        creates = [server.create(n, f"plant {n}")[0] for n in range(2, 32)]
+        time.sleep(0.5)
+    output = "".join(server.output)
+    assert creates == [200] * 30, output
+    assert output.count("Booting worker") >= 6, output
+    assert output.count("which webhook_urls does not list") == 1, output

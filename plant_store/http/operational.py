@@ -10,13 +10,14 @@ import importlib.resources
 import falcon
 import orjson
 
+from plant_store import __version__
 from plant_store.http.forwarded import base_url
 from plant_store.stores import Store, StoreUnavailable
 
 DOCUMENT = orjson.loads(
     importlib.resources.files("plant_store.http").joinpath("openapi.json").read_bytes())
 HEALTHY = orjson.dumps({"status": "ok"})
-READY = orjson.dumps({"status": "ready"})
+READY = orjson.dumps({"status": "ready", "version": __version__})  # which release answers
 
 
 class HealthResource:

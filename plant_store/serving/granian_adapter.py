@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from plant_store import __version__
 from plant_store.config import Config, ConfigError
 from plant_store.http import access_log
 from plant_store.service import Service
@@ -251,8 +252,9 @@ def serve(config: Config, on_ready: Callable[[str], None] | None, grace: float) 
                 reserved.close()
                 if on_ready:
                     on_ready(url)
-                log.info("plant-store listening on %s (server: granian, store: %s, data "
-                         "directory %s, %d workers of %d threads)", url, config.store,
+                log.info("plant-store listening on %s (version %s, server: granian, store: "
+                         "%s, data directory %s, %d workers of %d threads)", url, __version__,
+                         config.store,
                          os.path.abspath(config.data_dir), config.workers, config.threads)
                 return
             time.sleep(STARTUP)

@@ -8,7 +8,7 @@ import resource
 import signal
 from collections.abc import Callable, Iterable
 
-from plant_store import logs
+from plant_store import __version__, logs
 from plant_store.config import Config
 from plant_store.http import access_log, auth
 from plant_store.http.auth import Tokens
@@ -129,9 +129,9 @@ def _serve(service: Service, on_ready: Callable[[str], None] | None) -> None:
     if on_ready:
         on_ready(urls[0])
     # The absolute directory: a relative data_dir depends on where the server started.
-    log.info("plant-store listening on %s (store: %s, data directory %s, %d threads)",
-             " and ".join(urls), config.store, os.path.abspath(config.data_dir),
-             config.threads)
+    log.info("plant-store listening on %s (version %s, store: %s, data directory %s, "
+             "%d threads)", " and ".join(urls), __version__, config.store,
+             os.path.abspath(config.data_dir), config.threads)
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     # SIGHUP too: waitress reopens no logs, and a closed terminal or a supervisor's HUP

@@ -284,9 +284,9 @@ def test_a_recycled_worker_does_not_repeat_the_start_warning(tmp_path):
     """Issue 46: with --max-requests, every recycled worker logged the same "deliveries
     owed to a URL webhook_urls does not list" warning (62 lines in 15 s); it is said once
     per server start."""
-    from serverproc import Server
-
     import base64
+
+    from serverproc import Server
 
     secret = "whsec_" + base64.b64encode(b"k" * 32).decode()
     first = Server(tmp_path / "data", "--webhook-urls", "http://127.0.0.1:9/",

@@ -13,6 +13,7 @@ import pytest
 import webtest
 
 from conftest import assert_error, unit_twin
+from plant_store import __version__
 from plant_store.config import Config
 from plant_store.serving import lazy_app
 from plant_store.serving.lazy_app import UNAVAILABLE, LazyApp
@@ -95,7 +96,7 @@ def test_a_forked_copy_of_a_built_app_builds_its_own(tmp_path):
     # The copy must not write through the parent's store; it opens its own, which the
     # parent holds, so it answers 503 naming the parent.
     app = LazyApp(Config(data_dir=str(tmp_path), lock_timeout=0))
-    assert call(app) == (200, {"status": "ready"})
+    assert call(app) == (200, {"status": "ready", "version": __version__})
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -113,4 +114,4 @@ def test_a_forked_copy_of_a_built_app_builds_its_own(tmp_path):
         status, body, logged = json.load(pipe)
     assert status == 503 and body["message"] == UNAVAILABLE
     assert len(logged) == 1 and f"(PID {os.getpid()})" in logged[0]
-    assert call(app) == (200, {"status": "ready"})
+    assert call(app) == (200, {"status": "ready", "version": __version__})

@@ -6,6 +6,7 @@ acknowledged is stored (hostile round 4: 18% of requests were refused for 7 s)."
 import collections
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import threading
@@ -19,7 +20,10 @@ from serverproc import Server, free_port, listing, wait_answering
 
 pytestmark = pytest.mark.topology
 ROOT = pathlib.Path(__file__).parents[2]
-PREVIOUS_RELEASE = "5ca68349c0ebf1f2338871192d9377173e4da78c"  # what landed before this one
+# The previous release: the newest section of CHANGELOG.rst below this one names its commit.
+PREVIOUS_RELEASE = re.findall(
+    r"^\d+\.\d+\.\d+ \(\d{4}-\d\d-\d\d, commit ([0-9a-f]{40})\)$",
+    (ROOT / "CHANGELOG.rst").read_text(), re.MULTILINE)[0]
 MAIN = NGINX_MAIN.replace("master_process off;\n", "")  # reloads let old workers finish
 
 

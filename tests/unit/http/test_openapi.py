@@ -13,6 +13,7 @@ from openapi_spec_validator import validate
 from standardwebhooks import Webhook
 
 from conftest import DOCUMENT, assert_error, resolve
+from plant_store import __version__
 from plant_store.app import create_app
 from plant_store.http.schemas import ErrorSchema, JsonInteger, NewPlantSchema, PlantSchema
 from plant_store.stores import JsonFileStore
@@ -22,7 +23,7 @@ from plant_store.webhooks import worker as webhooks
 def test_document_is_valid_openapi_3_1():
     validate(DOCUMENT)
     assert DOCUMENT["openapi"].startswith("3.1.")
-    assert DOCUMENT["info"]["version"] == "1.0.0"
+    assert DOCUMENT["info"]["version"] == __version__  # tests/unit/test_version.py
     assert DOCUMENT["info"]["license"]["name"] == "MIT"
     assert DOCUMENT["security"] == [{"bearerAuth": []}]
     assert DOCUMENT["components"]["securitySchemes"]["bearerAuth"] == {
@@ -81,7 +82,7 @@ def test_ready_is_503_when_the_store_is_not_usable_and_health_stays_200(
     try:
         test_app = webtest.TestApp(create_app(config, store=store, tokens=tokens,
                                                 log_stream=io.StringIO()))
-        assert test_app.get("/ready").json == {"status": "ready"}
+        assert test_app.get("/ready").json == {"status": "ready", "version": __version__}
         (tmp_path / "data" / "plants.jsonl").unlink()
         message = assert_error(test_app.get("/ready", status=503), 503)
         assert "plants.jsonl" in message

@@ -32,6 +32,9 @@ this relies on:
   ``connection_limit`` dispatchers.
 - Every byte a channel sends goes through ``wasyncore.dispatcher.send`` (counted for the
   minimum rate).
+- ``HTTPRequestParser.parse_header`` sets ``expect_continue``, ``body_rcv`` and
+  ``content_length``; ``received`` completes a request whose ``body_rcv`` it left None,
+  and the task closes after a request whose ``CONNECTION`` header says ``close``.
 - A drain in place of ``run()`` (:func:`run_until_stopped`): ``wasyncore.loop`` and
   ``close_all``, a single server's socket map ``_map``, each channel's ``requests``,
   ``total_outbufs_len`` and ``handle_close``, and the listener's ``accepting``.
@@ -101,10 +104,12 @@ def install(
     """Give every listening socket of ``server`` (a MultiSocketServer has several) our
     channel and upkeep; ``on_refused(method, path, status)`` is told of each error
     waitress answers itself, ``may_continue(authorization)`` says whether a request's
-    token is worth inviting its body for."""
+    token is worth inviting its body for (if not, it is answered at once, unread)."""
+    parser = type("Parser", (_Parser,), {
+        "may_continue": staticmethod(may_continue) if may_continue else None})
     channel = type("Channel", (Channel,), {
         "on_refused": staticmethod(on_refused) if on_refused else None,
-        "may_continue": staticmethod(may_continue) if may_continue else None})
+        "parser_class": parser})
     for listener in _listeners(server):
         listener.channel_class = channel
         # An instance attribute in place of the method waitress's readable() calls.
@@ -420,16 +425,29 @@ class _Parser(HTTPRequestParser):
       connection is closed (section 6.1: a front end that took the Content-Length would
       read the rest as another request);
     - a chunked body is held to the limit by its decoded bytes, as a Content-Length body
-      is (waitress counts the chunk-size lines too), its framing to eight times that."""
+      is (waitress counts the chunk-size lines too), its framing to eight times that;
+    - an ``Expect: 100-continue`` request whose token ``may_continue`` refuses is taken
+      as bodiless, to be answered at once (the app's 401), and its connection closed
+      after the answer, its body unread (RFC 9110 10.1.1: a server that can decide from
+      the headers sends the final status without waiting for the body)."""
 
     limit = 0  # the largest body accepted: one less than waitress's limit
+    may_continue: Callable[[str | None], bool] | None = None
 
     def parse_header(self, header_plus: bytes) -> None:
         super().parse_header(header_plus)
+        headers: Any = self.headers  # a dict in waitress; typeshed says Mapping
+        if (self.expect_continue and self.may_continue is not None
+                and not self.may_continue(headers.get("AUTHORIZATION"))):
+            self.expect_continue = self.chunked = False
+            self.body_rcv, self.content_length = None, 0  # waitress: complete at once
+            headers["CONTENT_LENGTH"] = "0"
+            self.connection_close = True
+            headers["CONNECTION"] = "close"  # what waitress's Task reads
+            return
         if self.chunked:
             if "CONTENT_LENGTH" in self.headers:
                 self.connection_close = True
-                headers: Any = self.headers  # a dict in waitress; typeshed says Mapping
                 headers["CONNECTION"] = "close"  # what waitress's Task reads
             self.limit = self.adj.max_request_body_size - 1
             self.adj = copy.copy(self.adj)  # this request's own, for a looser framing cap
@@ -464,8 +482,8 @@ class Channel(HTTPChannel):
       and no thread;
     - ``request_started``: when the request being received sent its first byte, for
       :class:`Upkeep`'s deadline;
-    - ``100 Continue`` only for a request that passed the size check and whose token
-      ``may_continue`` accepts (when given);
+    - ``100 Continue`` only for a request that passed the size check (one whose token
+      is refused is answered at once: :class:`_Parser`);
     - ``sent``: the bytes sent to the client, for :class:`Upkeep`'s minimum rate;
     - a connection answered 429 (over the rate limit) is not read again until its
       ``Retry-After`` has passed, and one that pipelined requests past it is closed: a
@@ -475,7 +493,6 @@ class Channel(HTTPChannel):
     error_task_class = JsonErrorTask
     parser_class = _Parser
     on_refused: Callable[[str, str, int], None] | None = None
-    may_continue: Callable[[str | None], bool] | None = None
     parked = False
     request_started = 0.0
     paused_until = 0.0
@@ -555,11 +572,7 @@ class Channel(HTTPChannel):
 
     def send_continue(self) -> None:
         # Waitress would invite the body of an 'Expect: 100-continue' request it has already
-        # refused (a Content-Length over the limit), then read it up to the limit; and of
-        # one whose token the app will refuse. send_continue runs for a request being
-        # read: self.request is never None here.
-        request = self.request
-        if request.error is None and (  # type: ignore[union-attr]
-                self.may_continue is None
-                or self.may_continue(request.headers.get("AUTHORIZATION"))):  # type: ignore[union-attr]
+        # refused (a Content-Length over the limit), then read it up to the limit.
+        # send_continue runs for a request being read: self.request is never None here.
+        if self.request.error is None:  # type: ignore[union-attr]
             super().send_continue()

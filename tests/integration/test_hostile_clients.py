@@ -424,3 +424,20 @@ def test_the_probe_port_is_not_ready_while_every_connection_is_held(tmp_path):
             assert time.monotonic() < deadline, "still not ready with every holder gone"
             time.sleep(0.2)
 
+
+def test_a_wrong_token_with_expect_100_continue_is_refused_at_once(tmp_path):
+    """Issue 42, item 7: 'Expect: 100-continue' with a wrong token got no 100, and no
+    answer either until the body came; RFC 9110 10.1.1: the headers decide it, so the
+    final status goes at once (and the connection is closed: the body is never read)."""
+    with Server(tmp_path) as server:
+        head = (b"POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 30\r\n"
+                b"Expect: 100-continue\r\n\r\n")
+        started = time.monotonic()
+        answer = exchange(server.host, server.port, head, timeout=2)
+        assert time.monotonic() - started < 1
+        assert answer.status == 401, answer.raw
+        assert not answer.raw.startswith(b"HTTP/1.1 100")
+        assert answer.body == {"error": 401, "message": "The bearer token is not valid."}
+        assert answer.headers["www-authenticate"].startswith("Bearer")
+        assert answer.headers.get("connection") == "close"

@@ -263,3 +263,26 @@ def test_every_byte_a_channel_sends_goes_through_send():
             while not received.endswith(b"ok"):
                 received += client.recv(65536)
     assert sum(counted) == len(received) > 0, changed("HTTPChannel sends through send()")
+
+
+def test_a_request_the_parser_leaves_bodiless_is_handed_over_at_its_headers():
+    """What the adapter's parser does to an 'Expect: 100-continue' request whose token it
+    refuses: waitress completes it at its headers, invites no body, and closes after the
+    answer."""
+    with server_on_port_0() as (server, dispatcher):
+        waitress_adapter.install(server, request_timeout=30, may_continue=lambda header: False)
+        client, channel = request(server, dispatcher, b"POST / HTTP/1.1\r\nExpect: 100-continue"
+                                  b"\r\nAuthorization: Bearer x\r\nContent-Length: 30\r\n\r\n")
+        with client:
+            assert channel.requests[0].get_body_stream().read() == b"", changed(
+                "a request whose body_rcv parse_header left None has no body")
+            channel.service()
+            turn(server, lambda: channel not in server._map.values())
+            client.settimeout(5)
+            received = b""
+            while data := client.recv(65536):
+                received += data
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n"), changed(
+        "no 100 Continue for a request whose expect_continue parse_header cleared")
+    assert b"\r\nConnection: close" in received, changed(
+        "the task closes after a request whose CONNECTION header says close")

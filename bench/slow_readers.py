@@ -20,7 +20,8 @@ client creates plants one after another, each on a new connection with a 10 s ti
 while ``/ready`` is asked on the probe port every 2 s. Printed at the end, with the attack
 still on: creates made and failed, creates/s, the probe's answers, the server's RSS and
 open descriptors, the kernel's TCP memory and orphaned sockets (``/proc/net/sockstat``:
-what closed connections still hold), and how many attack connections the server closed.
+what closed connections still hold), at the end and at most (sampled every 2 s), and how
+many attack connections the server closed.
 """
 
 import argparse
@@ -153,10 +154,13 @@ def main():
         try:
             time.sleep(args.warmup)
             ready = collections.Counter()
+            peaks = [0.0, 0, 0.0]  # RSS MB, descriptors, kernel TCP MB
             stopping = threading.Event()
 
             def probe():
                 while not stopping.is_set():
+                    now = (*server_figures(proc.pid), sockstat()[1])
+                    peaks[:] = map(max, peaks, now)
                     try:
                         ready[request(host, probes, "GET", "/ready", timeout=2)[0]] += 1
                     except OSError:
@@ -191,9 +195,10 @@ def main():
             print(f"honest creates/s          {made / elapsed:.2f}")
             print("probe /ready answers      " + ", ".join(
                 f"{status}: {n}" for status, n in sorted(ready.items(), key=str)))
-            print(f"server RSS                {rss:.0f} MB")
-            print(f"server descriptors        {fds}")
-            print(f"kernel TCP memory         {tcp_mb:.0f} MB, {orphans} orphaned sockets")
+            print(f"server RSS                {rss:.0f} MB at the end, {peaks[0]:.0f} MB at most")
+            print(f"server descriptors        {fds} at the end, {peaks[1]} at most")
+            print(f"kernel TCP memory         {tcp_mb:.0f} MB at the end, {peaks[2]:.0f} MB at "
+                  f"most; {orphans} orphaned sockets at the end")
             print(f"attack connections closed {attack.closed} by the server; "
                   f"{sum(entry is not None for entry in attack.socks)} open, "
                   f"{attack.refused} connects failed")

@@ -239,8 +239,9 @@ class Config:
     connection_limit: int = setting(_int_in(10, 1000), "100",
         "Most connections waitress holds open, counting its own listening socket and "
         "wake-up pipe. At the limit, every connection that has sent nothing for a "
-        "second and waits for no answer is closed, to let new clients in. Waitress "
-        "only: refused with server = granian, which has no such limit.",
+        "second and waits for no answer is closed, to let new clients in, and if that "
+        "frees too few, the connections reading their answers slowest. Waitress only: "
+        "refused with server = granian, which has no such limit.",
         unit="N")
     channel_timeout: int = setting(_int_in(1, 86400), "120",
         "Seconds a connection may go without sending or receiving a byte, outside a "
@@ -255,6 +256,16 @@ class Config:
         "it; then its connection is closed (checked every second), so slow or stalled "
         "clients hold no connection or thread for long. Under server = granian: the "
         "headers' deadline only (hyper's, at most 60), from their first byte.",
+        unit="SECONDS")
+    min_send_rate: int = setting(_int_in(0, 1 << 30), "4096",
+        "Bytes a second an answer must move at, on average over send_rate_window "
+        "seconds of waiting for the client to read it; a slower connection is closed "
+        "(checked every second), so clients that read a trickle hold no connection for "
+        "long. 0: off. Waitress only: refused with server = granian.",
+        unit="BYTES_PER_SECOND")
+    send_rate_window: int = setting(_int_in(1, 3600), "20",
+        "Seconds of waiting for a client to read its answer over which min_send_rate is "
+        "averaged: a client that pauses and then reads fast loses nothing. Waitress only.",
         unit="SECONDS")
     store: str = setting(_OneOf("memory", "jsonfile", "postgresql"), "jsonfile",
         "Where plants live: 'memory' (lost on exit), 'jsonfile' (durable, one process) "

@@ -54,6 +54,10 @@ WAITRESS_ONLY = {
                         "process may open descriptors)",
     "channel_timeout": "granian closes no connection for being idle (hyper's deadline, "
                        "request_timeout, starts at a request's first byte)",
+    "min_send_rate": "granian writes answers itself, and says nothing of how fast a client "
+                     "reads them",
+    "send_rate_window": "granian writes answers itself, and says nothing of how fast a "
+                        "client reads them",
 }
 
 
@@ -70,7 +74,8 @@ def refusal(config: Config) -> tuple[str, str] | None:
     - max_body_size, url_prefix, trusted_proxy*, rate_limit, metrics, the access log, CORS:
       the app's own, as under any WSGI server;
     - probe_port: a waitress server of the probes' own in each worker (SO_REUSEPORT);
-    - connection_limit and channel_timeout: refused when given (:data:`WAITRESS_ONLY`);
+    - connection_limit, channel_timeout, min_send_rate and send_rate_window: refused when
+      given (:data:`WAITRESS_ONLY`);
     - workers above 1: refused on the memory and JSON-file stores (one process serves a
       data directory), and with metrics counted (each worker would count alone)."""
     for name, why in WAITRESS_ONLY.items():

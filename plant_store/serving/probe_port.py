@@ -47,24 +47,33 @@ def listen(host: str, port: int, reuse_port: bool = False) -> socket.socket:
     return listener
 
 
-def serve(app: Callable[..., Iterable[bytes]],
-          listener: socket.socket) -> waitress_adapter.Background:
+def serve(app: Callable[..., Iterable[bytes]], listener: socket.socket,
+          unready: Callable[[], str | None] = lambda: None) -> waitress_adapter.Background:
     """Answer the probes of ``app`` on ``listener`` from threads of their own; stop with
-    the result's ``stop()``."""
+    the result's ``stop()``. ``unready()``: why the server cannot take clients now (every
+    connection held, say), or None; ``/ready`` answers 503 with it before asking the
+    app, which knows only the store."""
 
     def probes_only(environ: "WSGIEnvironment",
                     start_response: "StartResponse") -> Iterable[bytes]:
-        if (environ.get("PATH_INFO") in PROBES
-                and environ.get("REQUEST_METHOD") in ("GET", "HEAD")):
-            return app(environ, start_response)
-        body = errors.document(404, "This port answers only GET /health and GET /ready.")
-        start_response("404 Not Found", [("Content-Type", "application/json"),
-                                         ("Content-Length", str(len(body)))])
-        return [body]
+        path, method = environ.get("PATH_INFO"), environ.get("REQUEST_METHOD")
+        if path not in PROBES or method not in ("GET", "HEAD"):
+            return _error(start_response, "404 Not Found",
+                          "This port answers only GET /health and GET /ready.")
+        if path == "/ready" and (reason := unready()):
+            return _error(start_response, "503 Service Unavailable", reason)
+        return app(environ, start_response)
 
     return waitress_adapter.serve_in_thread(
         probes_only, listener, threads=PROBE_THREADS, request_timeout=TIMEOUT,
         connection_limit=CONNECTIONS, channel_timeout=10)
+
+
+def _error(start_response: "StartResponse", status: str, message: str) -> list[bytes]:
+    body = errors.document(int(status[:3]), message)
+    start_response(status, [("Content-Type", "application/json"),
+                            ("Content-Length", str(len(body)))])
+    return [body]
 
 
 def in_uwsgi_workers(app: Callable[..., Iterable[bytes]], host: str, port: int) -> None:

@@ -49,6 +49,7 @@ def create_server(
         # A body of max_body_size is accepted; one byte more is refused as it arrives,
         # before the app and its token check, unread.
         max_body_size=config.max_body_size, request_timeout=config.request_timeout,
+        min_send_rate=config.min_send_rate, send_rate_window=config.send_rate_window,
         on_refused=on_refused, may_continue=auth.verifier(tokens) if tokens else None,
         host=config.host, port=config.port, threads=config.threads, ident="plant-store",
         clear_untrusted_proxy_headers=False,
@@ -77,6 +78,15 @@ def _raise_descriptor_limit() -> None:
     if soft != hard:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _crowded(server: Server, config: Config) -> str | None:
+    """Why the probe port's /ready says not ready while every connection is held: an
+    orchestrator should send new clients elsewhere, as none gets in here."""
+    if not waitress_adapter.all_slots_held(server):
+        return None
+    return (f"Every connection is held (connection_limit={config.connection_limit}) and "
+            "none could be freed: new clients cannot get in.")
 
 
 def _urls(server: Server, prefix: str) -> list[str]:
@@ -124,7 +134,7 @@ def _serve(service: Service, on_ready: Callable[[str], None] | None) -> None:
         except OSError as exc:
             raise config.blame("probe_port", f"cannot listen on {config.host}:"
                                              f"{config.probe_port}: {exc.strerror}") from None
-        probe_port.serve(service.app, probes)
+        probe_port.serve(service.app, probes, unready=lambda: _crowded(server, config))
     urls = _urls(server, config.url_prefix)
     if on_ready:
         on_ready(urls[0])

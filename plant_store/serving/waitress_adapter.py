@@ -25,6 +25,16 @@ this relies on:
 - The parser refuses a body once its Content-Length, or a chunked body's bytes, reach
   ``max_request_body_size`` (``>=``): the limit given is one past the largest accepted.
 - ``send_bytes``: deprecated since 3.0 and still honoured (see :func:`create_server`).
+- The listener's ``maintenance(now)``, called by its ``readable()`` every
+  ``cleanup_interval`` from the I/O thread, replaced by :class:`Upkeep`, which reads each
+  channel's ``last_activity``, ``request``, ``will_close`` and the listener's
+  ``active_channels``; a listener accepts nothing while its map holds
+  ``connection_limit`` dispatchers.
+- Every byte a channel sends goes through ``wasyncore.dispatcher.send`` (counted for the
+  minimum rate).
+- ``HTTPRequestParser.parse_header`` sets ``expect_continue``, ``body_rcv`` and
+  ``content_length``; ``received`` completes a request whose ``body_rcv`` it left None,
+  and the task closes after a request whose ``CONNECTION`` header says ``close``.
 - A drain in place of ``run()`` (:func:`run_until_stopped`): ``wasyncore.loop`` and
   ``close_all``, a single server's socket map ``_map``, each channel's ``requests``,
   ``total_outbufs_len`` and ``handle_close``, and the listener's ``accepting``.
@@ -34,9 +44,12 @@ this relies on:
 
 import contextlib
 import copy
+import fcntl
 import functools
 import logging
 import socket
+import struct
+import termios
 import threading
 import time
 import warnings
@@ -62,7 +75,8 @@ QUEUE_WARNING_EVERY = 10.0  # seconds: the most often waitress's queue warning i
 
 def create_server(
     app: Callable[..., Iterable[bytes]], dispatcher: ThreadedTaskDispatcher,
-    max_body_size: int, request_timeout: float,
+    max_body_size: int, request_timeout: float, min_send_rate: int = 0,
+    send_rate_window: float = 20,
     on_refused: Callable[[str, str, int], None] | None = None,
     may_continue: Callable[[str | None], bool] | None = None,
     **settings: Any,
@@ -70,34 +84,37 @@ def create_server(
     """waitress's ``create_server`` with our task dispatcher, bodies of ``max_body_size``
     bytes accepted and one more refused, its I/O loop on ``poll()`` (``select()`` fails
     once a descriptor passes 1023), our channel (:class:`Channel`) and connection upkeep
-    (:func:`_maintenance`) with ``request_timeout``; ``settings`` are waitress's
-    adjustments."""
+    (:class:`Upkeep`); ``settings`` are waitress's adjustments."""
     with warnings.catch_warnings():  # send_bytes is deprecated, and still what it says
         warnings.simplefilter("ignore", DeprecationWarning)
         server = waitress.server.create_server(
             app, _dispatcher=dispatcher, max_request_body_size=max_body_size + 1,
             asyncore_use_poll=True, **settings)
-    install(server, request_timeout, on_refused, may_continue)
+    install(server, request_timeout, min_send_rate, send_rate_window, on_refused,
+            may_continue)
     return server
 
 
 def install(
-    server: Server, request_timeout: float,
+    server: Server, request_timeout: float, min_send_rate: int = 0,
+    send_rate_window: float = 20,
     on_refused: Callable[[str, str, int], None] | None = None,
     may_continue: Callable[[str | None], bool] | None = None,
 ) -> None:
     """Give every listening socket of ``server`` (a MultiSocketServer has several) our
     channel and upkeep; ``on_refused(method, path, status)`` is told of each error
     waitress answers itself, ``may_continue(authorization)`` says whether a request's
-    token is worth inviting its body for."""
+    token is worth inviting its body for (if not, it is answered at once, unread)."""
+    parser = type("Parser", (_Parser,), {
+        "may_continue": staticmethod(may_continue) if may_continue else None})
     channel = type("Channel", (Channel,), {
         "on_refused": staticmethod(on_refused) if on_refused else None,
-        "may_continue": staticmethod(may_continue) if may_continue else None})
+        "parser_class": parser})
     for listener in _listeners(server):
         listener.channel_class = channel
         # An instance attribute in place of the method waitress's readable() calls.
-        listener.maintenance = functools.partial(  # type: ignore[method-assign]
-            _maintenance, listener, request_timeout)
+        listener.maintenance = Upkeep(  # type: ignore[method-assign]
+            listener, request_timeout, min_send_rate, send_rate_window)
 
 
 def _listeners(server: Server) -> list[BaseWSGIServer]:
@@ -107,12 +124,21 @@ def _listeners(server: Server) -> list[BaseWSGIServer]:
     return [each for each in found if isinstance(each, BaseWSGIServer)]  # not the triggers
 
 
-EVICT_AFTER = 1.0  # seconds a connection may sit idle at the connection limit
+def all_slots_held(server: Server) -> bool:
+    """Whether, at the last upkeep, every connection slot of ``server`` was held and none
+    could be freed: a new client waits until a connection ends of itself."""
+    upkeeps: list[Any] = [listener.maintenance for listener in _listeners(server)]
+    return any(isinstance(upkeep, Upkeep) and upkeep.held for upkeep in upkeeps)
 
 
-def _maintenance(listener: BaseWSGIServer, request_timeout: float, now: float) -> None:
+EVICT_AFTER = 1.0  # seconds a connection may sit idle, or its answer wait, at the limit
+HEADROOM = 20  # at the limit, the upkeep frees one connection slot in this many
+
+
+class Upkeep:
     """What waitress's own upkeep does (close connections idle for ``channel_timeout``),
-    and so that no client can hoard connections or pin a thread:
+    run as it by the listener's I/O thread every ``cleanup_interval``, and so that no
+    client can hoard connections or pin a thread:
 
     - a connection whose request has not arrived whole ``request_timeout`` after its first
       byte, or whose answer has not moved for as long (a client that does not read), is
@@ -120,38 +146,86 @@ def _maintenance(listener: BaseWSGIServer, request_timeout: float, now: float) -
       ``channel_timeout`` while no request of its ran. One with an answer unsent is closed
       here, in the I/O thread: waitress acts on its ``will_close`` mark only when the
       socket is writable, which a client that does not read never makes it;
+    - an answer must move at ``min_rate`` bytes a second (0: any), averaged over
+      ``window`` seconds of waiting for its client, or its connection is closed: a client
+      that reads a trickle keeps its answer moving, so ``request_timeout`` never fires.
+      Waiting is counted by upkeep: each interval at whose end an answer is unsent (so
+      the app's time, and a client that reads at once, count nothing); the bytes the
+      client took since the window began count whenever it took them (not those merely
+      sent: the kernel may buffer megabytes). At each ``window`` of waiting the rate is
+      judged and a new window begins (:attr:`Channel.waited`);
     - at ``connection_limit``, every connection that has sent nothing for EVICT_AFTER
       seconds and has no request running nor answer unsent (idle keep-alive connections,
       requests arriving slowly) is closed, so that new clients get in: HTTP lets a
-      server close an idle connection, and a client that reuses one sends again."""
-    adj = listener.adj
-    idle_cutoff, cutoff = now - adj.channel_timeout, now - request_timeout
-    idle = []
-    # typeshed calls it one channel; waitress keeps a dict of them by descriptor.
-    channels: Any = listener.active_channels
-    for channel in list(channels.values()):
-        if not isinstance(channel, Channel) or channel.will_close:
-            continue
-        if channel.total_outbufs_len:
-            late = channel.last_activity < cutoff  # nothing sent for request_timeout
-        elif channel.request is not None:  # a request arriving
-            late = (channel.request_started < cutoff
-                    or channel.last_activity < idle_cutoff)
-            idle.append(channel)
-        elif not channel.requests:
-            late = channel.last_activity < idle_cutoff
-            idle.append(channel)
-        else:
-            late = False  # a request running: the app's own deadlines bound it
-        if late and channel.total_outbufs_len:
-            channel.handle_close()  # its socket may never be writable: close it here
-        elif late:
-            channel.will_close = True
-    if len(listener._map) >= adj.connection_limit:  # type: ignore[attr-defined]
-        for channel in idle:
-            if channel.last_activity < now - EVICT_AFTER:
+      server close an idle connection, and a client that reuses one sends again. If that
+      leaves less than one slot in HEADROOM free, the connections whose answers have
+      waited EVICT_AFTER seconds or more are closed too, the slowest readers first, until
+      it does. The slowest, not a cap per address: behind a reverse proxy every
+      connection has the proxy's address, and an attacker has many addresses; the
+      slowest reader holds its slot longest for the least it takes, and a client that
+      reads at once is never among them (its answer never waits);
+    - a connection closed here for its answer is reset (:meth:`Channel.abort`);
+    - :attr:`held`: whether every slot stayed held after all that (the probe port's
+      ``/ready`` says so)."""
+
+    def __init__(self, listener: BaseWSGIServer, request_timeout: float, min_rate: int,
+                 window: float) -> None:
+        self._listener = listener
+        self._request_timeout, self._min_rate, self._window = request_timeout, min_rate, window
+        self._last = 0.0
+        self.held = False
+
+    def __call__(self, now: float) -> None:
+        listener, adj = self._listener, self._listener.adj
+        step, self._last = (now - self._last if self._last else 0.0), now
+        idle_cutoff, cutoff = now - adj.channel_timeout, now - self._request_timeout
+        idle, reading, marked = [], [], 0
+        # typeshed calls it one channel; waitress keeps a dict of them by descriptor.
+        channels: Any = listener.active_channels
+        for channel in list(channels.values()):
+            if not isinstance(channel, Channel) or channel.will_close:
+                continue
+            if channel.total_outbufs_len:
+                channel.waited += step
+                # Both judged: too_slow starts the next window when one is over.
+                late = self._too_slow(channel) | (channel.last_activity < cutoff)
+                reading.append(channel)
+            elif channel.request is not None:  # a request arriving
+                late = (channel.request_started < cutoff
+                        or channel.last_activity < idle_cutoff)
+                idle.append(channel)
+            elif not channel.requests:
+                late = channel.last_activity < idle_cutoff
+                idle.append(channel)
+            else:
+                late = False  # a request running: the app's own deadlines bound it
+            if late and channel.total_outbufs_len:
+                channel.abort()  # its socket may never be writable: close it here
+                reading.remove(channel)
+            elif late:
                 channel.will_close = True
-    listener.pull_trigger()  # the loop closes the marked ones at once
+                marked += 1
+        limit = adj.connection_limit
+        held = len(listener._map) - marked  # type: ignore[attr-defined]
+        if held >= limit:
+            for channel in idle:
+                if channel.last_activity < now - EVICT_AFTER and not channel.will_close:
+                    channel.will_close = True
+                    held -= 1
+            waited = [each for each in reading if each.waited >= EVICT_AFTER]
+            waited.sort(key=Channel.send_rate)
+            for channel in waited[:max(0, held - limit + max(1, limit // HEADROOM))]:
+                channel.abort()
+                held -= 1
+        self.held = held >= limit
+        listener.pull_trigger()  # the loop closes the marked ones at once
+
+    def _too_slow(self, channel: "Channel") -> bool:
+        if not self._min_rate or channel.waited < self._window:
+            return False
+        slow = channel.send_rate() < self._min_rate
+        channel.window_taken, channel.waited = channel.taken(), 0.0
+        return slow
 
 
 def listening(server: Server) -> list[tuple[str, int | str]]:
@@ -351,16 +425,29 @@ class _Parser(HTTPRequestParser):
       connection is closed (section 6.1: a front end that took the Content-Length would
       read the rest as another request);
     - a chunked body is held to the limit by its decoded bytes, as a Content-Length body
-      is (waitress counts the chunk-size lines too), its framing to eight times that."""
+      is (waitress counts the chunk-size lines too), its framing to eight times that;
+    - an ``Expect: 100-continue`` request whose token ``may_continue`` refuses is taken
+      as bodiless, to be answered at once (the app's 401), and its connection closed
+      after the answer, its body unread (RFC 9110 10.1.1: a server that can decide from
+      the headers sends the final status without waiting for the body)."""
 
     limit = 0  # the largest body accepted: one less than waitress's limit
+    may_continue: Callable[[str | None], bool] | None = None
 
     def parse_header(self, header_plus: bytes) -> None:
         super().parse_header(header_plus)
+        headers: Any = self.headers  # a dict in waitress; typeshed says Mapping
+        if (self.expect_continue and self.may_continue is not None
+                and not self.may_continue(headers.get("AUTHORIZATION"))):
+            self.expect_continue = self.chunked = False
+            self.body_rcv, self.content_length = None, 0  # waitress: complete at once
+            headers["CONTENT_LENGTH"] = "0"
+            self.connection_close = True
+            headers["CONNECTION"] = "close"  # what waitress's Task reads
+            return
         if self.chunked:
             if "CONTENT_LENGTH" in self.headers:
                 self.connection_close = True
-                headers: Any = self.headers  # a dict in waitress; typeshed says Mapping
                 headers["CONNECTION"] = "close"  # what waitress's Task reads
             self.limit = self.adj.max_request_body_size - 1
             self.adj = copy.copy(self.adj)  # this request's own, for a looser framing cap
@@ -394,9 +481,10 @@ class Channel(HTTPChannel):
       has read that answer, so a client that pipelines and never reads holds one answer
       and no thread;
     - ``request_started``: when the request being received sent its first byte, for
-      :func:`_maintenance`'s deadline;
-    - ``100 Continue`` only for a request that passed the size check and whose token
-      ``may_continue`` accepts (when given);
+      :class:`Upkeep`'s deadline;
+    - ``100 Continue`` only for a request that passed the size check (one whose token
+      is refused is answered at once: :class:`_Parser`);
+    - ``sent``: the bytes sent to the client, for :class:`Upkeep`'s minimum rate;
     - a connection answered 429 (over the rate limit) is not read again until its
       ``Retry-After`` has passed, and one that pipelined requests past it is closed: a
       client that ignores the limit costs a request a second, not a request per answer."""
@@ -405,10 +493,41 @@ class Channel(HTTPChannel):
     error_task_class = JsonErrorTask
     parser_class = _Parser
     on_refused: Callable[[str, str, int], None] | None = None
-    may_continue: Callable[[str | None], bool] | None = None
     parked = False
     request_started = 0.0
     paused_until = 0.0
+    sent = 0  # bytes handed to the kernel for this connection
+    window_taken = 0  # taken() when the current window of Upkeep's minimum rate began
+    waited = 0.0  # seconds of that window its answer waited for the client
+
+    def send(self, data: bytes, do_close: bool = True) -> int:
+        sent: int = super().send(data, do_close)
+        self.sent += sent
+        return sent
+
+    def taken(self) -> int:
+        """Bytes the client has taken: those sent, less those the kernel still holds for
+        it (SIOCOUTQ), which may be megabytes on a socket whose buffer grew."""
+        try:
+            queued: int = struct.unpack("i", fcntl.ioctl(
+                self._fileno, termios.TIOCOUTQ, b"\0" * 4))[0]  # type: ignore[attr-defined]
+        except (OSError, TypeError):  # closed, or not a TCP socket on Linux: all sent
+            queued = 0
+        return self.sent - queued
+
+    def send_rate(self) -> float:
+        """Bytes a second the client took over the current window's waiting (Upkeep)."""
+        return (self.taken() - self.window_taken) / max(self.waited, 0.001)
+
+    def abort(self) -> None:
+        """Close with a reset (SO_LINGER 0, as nginx's ``reset_timedout_connection``), for
+        a client that does not read: a plain close would leave what the kernel holds for
+        it to be sent for as long as the client keeps reading a trickle, the client none
+        the wiser."""
+        with contextlib.suppress(OSError, AttributeError):  # AttributeError: closed
+            self.socket.setsockopt(  # type: ignore[union-attr]
+                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.handle_close()
 
     def readable(self) -> bool:
         if self.paused_until and time.time() < self.paused_until:
@@ -453,11 +572,7 @@ class Channel(HTTPChannel):
 
     def send_continue(self) -> None:
         # Waitress would invite the body of an 'Expect: 100-continue' request it has already
-        # refused (a Content-Length over the limit), then read it up to the limit; and of
-        # one whose token the app will refuse. send_continue runs for a request being
-        # read: self.request is never None here.
-        request = self.request
-        if request.error is None and (  # type: ignore[union-attr]
-                self.may_continue is None
-                or self.may_continue(request.headers.get("AUTHORIZATION"))):  # type: ignore[union-attr]
+        # refused (a Content-Length over the limit), then read it up to the limit.
+        # send_continue runs for a request being read: self.request is never None here.
+        if self.request.error is None:  # type: ignore[union-attr]
             super().send_continue()

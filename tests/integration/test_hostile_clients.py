@@ -1,8 +1,11 @@
 """No client, with a token or without, may crash or starve ``plant-store serve`` (hostile
-round 4, issue 34): each test is an attack found over real HTTP, against a real server."""
+rounds 4 and 5, issues 34 and 42): each test is an attack found over real HTTP, against a
+real server."""
 
+import contextlib
 import os
 import socket
+import threading
 import time
 
 import pytest
@@ -283,3 +286,158 @@ def test_a_client_over_its_rate_limit_is_not_read_until_its_retry_after(tmp_path
             while chunk := sock.recv(65536):
                 received += chunk
         assert received.count(b"HTTP/1.1 429") == 1 and received.count(b"HTTP/1.1 ") == 2
+
+
+class SlowReaders:
+    """``count`` connections, each pipelining ``requests`` GETs of the bundle and reading
+    ``read`` bytes every ``every`` seconds, from one thread, until ``stop()``; with
+    ``reconnect``, a connection the server closes is opened again at once, as an attacker
+    would. ``closed`` counts the connections the server closed."""
+
+    def __init__(self, server, count, read, every, requests=20, reconnect=False):
+        self._address, self._read, self._every = (server.host, server.port), read, every
+        self._head = f"GET {BUNDLE} HTTP/1.1\r\nHost: x\r\n\r\n".encode() * requests
+        self._reconnect, self._stopping = reconnect, threading.Event()
+        self.closed = 0
+        self.socks = [self._open() for _ in range(count)]
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+
+    def _open(self):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(5)
+        sock.connect(self._address)
+        sock.sendall(self._head)
+        sock.setblocking(False)
+        return sock
+
+    def _run(self):
+        while not self._stopping.wait(self._every):
+            for n, sock in enumerate(self.socks):
+                if sock is None:
+                    continue
+                try:
+                    gone = not sock.recv(self._read)
+                except BlockingIOError:
+                    gone = False
+                except OSError:
+                    gone = True
+                if gone:
+                    self.closed += 1
+                    sock.close()
+                    self.socks[n] = None
+                    if self._reconnect:
+                        with contextlib.suppress(OSError):
+                            self.socks[n] = self._open()
+
+    def open(self):
+        return sum(sock is not None for sock in self.socks)
+
+    def stop(self):
+        self._stopping.set()
+        self._thread.join(10)
+        for sock in self.socks:
+            if sock is not None:
+                sock.close()
+
+
+@pytest.mark.slow
+def test_slow_readers_at_the_limit_let_new_clients_in(tmp_path):
+    """Issue 42, finding 1: 98 connections pipelining the 1.4 MB bundle and reading 6 KB
+    every 5 s held every connection (the answer kept moving, so request_timeout never
+    fired, and the eviction at the limit spared connections with an answer unsent): 0 of
+    5-10 honest creates got through in 45-100 s. Here at a limit of 30, the readers
+    reconnecting as soon as they are closed."""
+    with Server(tmp_path, "--connection-limit", "30") as server:
+        token = server.first_token
+        readers = SlowReaders(server, 28, read=2048, every=1, reconnect=True)
+        try:
+            time.sleep(2)
+            started, made = time.monotonic(), 0
+            while time.monotonic() - started < 8 and made < 4:
+                status = server.request("POST", "/plants", {"id": made, "name": "in"}, token,
+                                        timeout=5)[0]
+                assert status == 200
+                made += 1
+            assert made == 4, f"{made} creates in 8 s"
+        finally:
+            readers.stop()
+
+
+@pytest.mark.slow
+def test_an_answer_that_moves_below_the_minimum_rate_is_closed(tmp_path):
+    """Issue 42: an answer taken at 2 KB/s kept its connection for as long as the client
+    liked; under ``min_send_rate`` (bytes a second, over ``send_rate_window`` seconds the
+    answer waits on the client) it is closed, and a client reading faster is not."""
+    env = {"PLANT_STORE_MIN_SEND_RATE": "8192", "PLANT_STORE_SEND_RATE_WINDOW": "2"}
+    with Server(tmp_path, env=env) as server:
+        slow = SlowReaders(server, 3, read=1024, every=0.5)
+        fast = SlowReaders(server, 1, read=65536, every=0.5)
+        try:
+            deadline = time.monotonic() + 8  # two windows, the upkeep's second, a margin
+            while slow.open() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert slow.closed == 3, f"{slow.open()} readers at 2 KB/s still open"
+            assert fast.closed == 0
+        finally:
+            slow.stop()
+            fast.stop()
+
+
+@pytest.mark.slow
+def test_the_probe_port_is_not_ready_while_every_connection_is_held(tmp_path):
+    """Issue 42: /ready on the probe port said ready while no new client could get in.
+    28 connections sending a request a byte every 0.3 s hold a limit of 30 (each is
+    neither idle nor late before request_timeout)."""
+    probes = free_port()
+    with Server(tmp_path, "--connection-limit", "30", "--probe-port", str(probes)) as server:
+        assert timed(probes, "/ready")[0] == 200
+        holders = [socket.create_connection((server.host, server.port), timeout=5)
+                   for _ in range(28)]
+        stopping = threading.Event()
+
+        def dribble():
+            while not stopping.wait(0.3):
+                for sock in holders:
+                    with contextlib.suppress(OSError):
+                        sock.sendall(b"X")
+
+        dribbler = threading.Thread(target=dribble)
+        dribbler.start()
+        try:
+            deadline = time.monotonic() + 4
+            while (answer := http_request("127.0.0.1", probes, "GET", "/ready", timeout=2)
+                   )[0] == 200 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            status, headers, body = answer
+            assert status == 503
+            assert headers["Content-Type"] == "application/json"
+            assert body["error"] == 503 and "connection_limit=30" in body["message"]
+        finally:
+            stopping.set()
+            dribbler.join(5)
+            for sock in holders:
+                sock.close()
+        deadline = time.monotonic() + 4
+        while timed(probes, "/ready")[0] != 200:
+            assert time.monotonic() < deadline, "still not ready with every holder gone"
+            time.sleep(0.2)
+
+
+def test_a_wrong_token_with_expect_100_continue_is_refused_at_once(tmp_path):
+    """Issue 42, item 7: 'Expect: 100-continue' with a wrong token got no 100, and no
+    answer either until the body came; RFC 9110 10.1.1: the headers decide it, so the
+    final status goes at once (and the connection is closed: the body is never read)."""
+    with Server(tmp_path) as server:
+        head = (b"POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 30\r\n"
+                b"Expect: 100-continue\r\n\r\n")
+        started = time.monotonic()
+        answer = exchange(server.host, server.port, head, timeout=2)
+        assert time.monotonic() - started < 1
+        assert answer.status == 401, answer.raw
+        assert not answer.raw.startswith(b"HTTP/1.1 100")
+        assert answer.body == {"error": 401, "message": "The bearer token is not valid."}
+        assert answer.headers["www-authenticate"].startswith("Bearer")
+        assert answer.headers.get("connection") == "close"

@@ -218,3 +218,71 @@ def test_the_queue_warning_goes_to_queue_logger():
     dispatcher.add_task(Task())
     dispatcher.shutdown(timeout=0)
     assert said == ["Task queue depth is 1"], changed("add_task warns through queue_logger")
+
+
+def test_readable_runs_the_upkeep_and_accepts_nothing_at_the_limit():
+    """Upkeep replaces ``maintenance(now)``, which the listener's ``readable()`` calls
+    every ``cleanup_interval``; it finds the connections in ``active_channels``, and
+    ``held`` means the listener accepts nothing (its map at ``connection_limit``)."""
+    with server_on_port_0(cleanup_interval=1) as (server, dispatcher):
+        calls = []
+        server.maintenance = calls.append
+        server.next_channel_cleanup = 0
+        assert server.readable(), changed("a listener below its limit accepts")
+        assert len(calls) == 1 and isinstance(calls[0], float), changed(
+            "readable() calls maintenance(now) once cleanup_interval has passed")
+        assert server.readable() and len(calls) == 1, changed(
+            "maintenance waits for cleanup_interval")
+        client, channel = request(server, dispatcher, b"GET / HTTP/1.1\r\n\r\n")
+        with client:
+            assert server.active_channels.get(channel._fileno) is channel, changed(
+                "active_channels holds each channel by its descriptor, _fileno")
+            server.adj.connection_limit = len(server._map)
+            assert not server.readable(), changed(
+                "no connection accepted while _map holds connection_limit dispatchers")
+
+
+def test_every_byte_a_channel_sends_goes_through_send():
+    """The minimum rate counts what ``send`` returns."""
+    counted = []
+
+    class Counting(HTTPChannel):
+        def send(self, data, do_close=True):
+            sent = super().send(data, do_close)
+            counted.append(sent)
+            return sent
+
+    with server_on_port_0() as (server, dispatcher):
+        server.channel_class = Counting
+        client, channel = request(server, dispatcher, b"GET / HTTP/1.1\r\n\r\n")
+        with client:
+            channel.service()  # send_bytes 1: written to the socket as it is made
+            turn(server, lambda: not channel.total_outbufs_len)
+            client.settimeout(5)
+            received = b""
+            while not received.endswith(b"ok"):
+                received += client.recv(65536)
+    assert sum(counted) == len(received) > 0, changed("HTTPChannel sends through send()")
+
+
+def test_a_request_the_parser_leaves_bodiless_is_handed_over_at_its_headers():
+    """What the adapter's parser does to an 'Expect: 100-continue' request whose token it
+    refuses: waitress completes it at its headers, invites no body, and closes after the
+    answer."""
+    with server_on_port_0() as (server, dispatcher):
+        waitress_adapter.install(server, request_timeout=30, may_continue=lambda header: False)
+        client, channel = request(server, dispatcher, b"POST / HTTP/1.1\r\nExpect: 100-continue"
+                                  b"\r\nAuthorization: Bearer x\r\nContent-Length: 30\r\n\r\n")
+        with client:
+            assert channel.requests[0].get_body_stream().read() == b"", changed(
+                "a request whose body_rcv parse_header left None has no body")
+            channel.service()
+            turn(server, lambda: channel not in server._map.values())
+            client.settimeout(5)
+            received = b""
+            while data := client.recv(65536):
+                received += data
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n"), changed(
+        "no 100 Continue for a request whose expect_continue parse_header cleared")
+    assert b"\r\nConnection: close" in received, changed(
+        "the task closes after a request whose CONNECTION header says close")

@@ -25,6 +25,9 @@ this relies on:
 - The parser refuses a body once its Content-Length, or a chunked body's bytes, reach
   ``max_request_body_size`` (``>=``): the limit given is one past the largest accepted.
 - ``send_bytes``: deprecated since 3.0 and still honoured (see :func:`create_server`).
+- ``WSGITask.build_response_header`` calls ``set_close_on_finish`` when an HTTP/1.1 answer
+  has no Content-Length, 204 and 304 included (``has_body``, ``version``): :class:`_Task`
+  keeps those connections.
 - The listener's ``maintenance(now)``, called by its ``readable()`` every
   ``cleanup_interval`` from the I/O thread, replaced by :class:`Upkeep`, which reads each
   channel's ``last_activity``, ``request``, ``will_close`` and the listener's
@@ -463,7 +466,26 @@ class _Parser(HTTPRequestParser):
 
 
 class _Task(WSGITask):
-    """waitress's task for the app's answers; a 429 pauses its connection (below)."""
+    """waitress's task for the app's answers; a 429 pauses its connection (below), and a
+    204 or 304 keeps it (waitress closes an HTTP/1.1 connection after any answer with no
+    Content-Length, though these two have no body to delimit: RFC 9112 6.3)."""
+
+    _bodiless = False  # building a 204 or 304's header, on a connection asked to stay
+
+    def build_response_header(self) -> bytes:
+        asked: dict[str, str] = self.request.headers  # type: ignore[attr-defined]
+        self._bodiless = (not self.has_body and self.version == "1.1"
+                          and not self.close_on_finish
+                          and asked.get("CONNECTION", "").lower() != "close")
+        try:
+            header: bytes = super().build_response_header()
+        finally:
+            self._bodiless = False
+        return header
+
+    def set_close_on_finish(self) -> None:
+        if not self._bodiless:  # waitress's "no Content-Length: close", for no body
+            super().set_close_on_finish()
 
     def execute(self) -> None:
         super().execute()

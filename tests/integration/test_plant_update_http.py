@@ -189,3 +189,30 @@ def test_a_cross_origin_page_may_update_with_if_match_and_read_the_etag(tmp_path
         status, headers, _ = server.request("GET", "/plants/1", token=token,
                                             headers={"Origin": origin})
         assert status == 200 and "ETag" in headers["Access-Control-Expose-Headers"]
+
+
+def test_a_304_and_a_204_keep_the_connection(serve):
+    """Issue 46: every 304 and 204 closed the keep-alive connection (waitress closes after
+    an answer with no Content-Length), so each cache revalidation cost a new connection."""
+    import http.client
+
+    server, token = serve(), serve.token
+    auth = {"Authorization": f"Bearer {token}"}
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    conn.request("POST", "/plants", '{"id": 1, "name": "Fern"}',
+                 {**auth, "Content-Type": "application/json"})
+    conn.getresponse().read()
+    conn.request("GET", "/plants/1", headers=auth)
+    answer = conn.getresponse()
+    answer.read()
+    kept = conn.sock
+    conn.request("GET", "/plants/1", headers={**auth, "If-None-Match": answer.getheader("ETag")})
+    answer = conn.getresponse()
+    assert (answer.status, answer.read(), answer.getheader("Connection")) == (304, b"", None)
+    conn.request("DELETE", "/plants/1", headers=auth)
+    answer = conn.getresponse()
+    assert (answer.status, answer.read(), answer.getheader("Connection")) == (204, b"", None)
+    conn.request("GET", "/plants/1", headers=auth)
+    assert conn.getresponse().status == 404
+    assert conn.sock is kept, "a new connection was made"
+    conn.close()

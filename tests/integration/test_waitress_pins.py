@@ -16,7 +16,7 @@ from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer, MultiSocketServer
-from waitress.task import ErrorTask, ThreadedTaskDispatcher
+from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import queue_logger
 
 from plant_store.serving import waitress_adapter
@@ -286,3 +286,29 @@ def test_a_request_the_parser_leaves_bodiless_is_handed_over_at_its_headers():
         "no 100 Continue for a request whose expect_continue parse_header cleared")
     assert b"\r\nConnection: close" in received, changed(
         "the task closes after a request whose CONNECTION header says close")
+
+
+@pytest.mark.parametrize("status", ["204 No Content", "304 Not Modified"])
+def test_waitress_closes_after_a_bodiless_answer_and_the_task_keeps_it(status):
+    """waitress closes an HTTP/1.1 connection after an answer with no Content-Length, a
+    204 and a 304 too (``set_close_on_finish`` from ``build_response_header``); the
+    adapter's task keeps those, and only those, open."""
+    def bodiless(environ, start_response):
+        start_response(status, [])
+        return []
+
+    with server_on_port_0() as (server, dispatcher):
+        client, channel = request(server, dispatcher, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        with client:
+            server.application = bodiless
+            stock = WSGITask(channel, channel.requests[0])
+            stock.status, stock.response_headers = status, []
+            assert b"Connection: close" in stock.build_response_header() and (
+                stock.close_on_finish), changed("a bodiless HTTP/1.1 answer closes")
+            ours = waitress_adapter._Task(channel, channel.requests[0])
+            ours.status, ours.response_headers = status, []
+            assert b"Connection: close" not in ours.build_response_header()
+            assert not ours.close_on_finish
+            asked = waitress_adapter._Task(channel, channel.requests[0])
+            asked.status, asked.response_headers = "200 OK", []
+            assert b"Connection: close" in asked.build_response_header()  # a body, no length

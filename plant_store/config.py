@@ -405,6 +405,9 @@ class Config:
         if self.store == "postgresql" and not self.database_url and (
                 {"store", "database_url"} <= read):
             raise ConfigError("setting store=postgresql needs database_url")
+        if self.probe_port and self.probe_port == self.port and {"port", "probe_port"} <= read:
+            raise ConfigError(f"setting probe_port={self.probe_port} is port too: the probes "
+                              "need a port of their own (or 0, none)")
 
     def blame(self, name: str, problem: str) -> ConfigError:
         """An error naming the setting behind ``problem``, its value (never a secret's) and

@@ -57,9 +57,12 @@ def serve(app: Callable[..., Iterable[bytes]], listener: socket.socket,
     def probes_only(environ: "WSGIEnvironment",
                     start_response: "StartResponse") -> Iterable[bytes]:
         path, method = environ.get("PATH_INFO"), environ.get("REQUEST_METHOD")
-        if path not in PROBES or method not in ("GET", "HEAD"):
+        if path not in PROBES:
             return _error(start_response, "404 Not Found",
                           "This port answers only GET /health and GET /ready.")
+        if method not in ("GET", "HEAD"):  # as the service's port answers it
+            return _error(start_response, "405 Method Not Allowed",
+                          f"{path} answers GET and HEAD only.", [("Allow", "GET, HEAD")])
         if path == "/ready" and (reason := unready()):
             return _error(start_response, "503 Service Unavailable", reason)
         return app(environ, start_response)
@@ -69,10 +72,11 @@ def serve(app: Callable[..., Iterable[bytes]], listener: socket.socket,
         connection_limit=CONNECTIONS, channel_timeout=10)
 
 
-def _error(start_response: "StartResponse", status: str, message: str) -> list[bytes]:
+def _error(start_response: "StartResponse", status: str, message: str,
+           headers: list[tuple[str, str]] | None = None) -> list[bytes]:
     body = errors.document(int(status[:3]), message)
     start_response(status, [("Content-Type", "application/json"),
-                            ("Content-Length", str(len(body)))])
+                            ("Content-Length", str(len(body))), *(headers or [])])
     return [body]
 
 

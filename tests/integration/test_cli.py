@@ -79,6 +79,20 @@ def test_port_in_use_is_one_line(tmp_path):
     assert not (tmp_path / "tokens.json").exists()  # no token made that nobody was shown
 
 
+def test_a_probe_port_equal_to_the_port_is_refused_before_anything_is_made(tmp_path):
+    """Issue 46: --probe-port equal to --port failed in waitress's words ("Address already
+    in use") and left plants.jsonl and plants.lock behind."""
+    import socket
+
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        port = spare.getsockname()[1]
+    data = tmp_path / "data"
+    result = run("serve", "--data-dir", str(data), "--port", str(port), "--probe-port", str(port))
+    assert f"setting probe_port={port} is port too" in one_error_line(result)
+    assert not data.exists()
+
+
 def test_console_script_is_installed():
     script = os.path.join(os.path.dirname(sys.executable), "plant-store")
     result = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=30)

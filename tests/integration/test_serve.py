@@ -281,3 +281,19 @@ def test_connection_limit_and_channel_timeout_are_applied(tmp_path):
         finally:
             for sock in idle:
                 sock.close()
+
+
+def test_the_probe_port_answers_a_wrong_method_as_the_service_port_does(tmp_path):
+    """Issue 46: POST /health answered 404 on the probe port and 405 with Allow on the
+    service's port; both now say 405 and Allow, in the Error shape."""
+    from serverproc import free_port, http_request
+
+    probes = free_port()
+    with Server(tmp_path, "--probe-port", str(probes)) as server:
+        ours = http_request("127.0.0.1", probes, "POST", "/health", b"")
+        theirs = server.request("POST", "/health", b"")
+        elsewhere = http_request("127.0.0.1", probes, "GET", "/plants")[0]
+    assert elsewhere == 404
+    for status, headers, body in (ours, theirs):
+        assert status == 405 and body["error"] == 405, (status, body)
+        assert {method.strip() for method in headers["Allow"].split(",")} >= {"GET", "HEAD"}

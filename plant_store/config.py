@@ -351,7 +351,7 @@ class Config:
         "open without a token, as a request to any other without a valid one is refused "
         "401 before the limit counts it. /health and /ready are never limited. Kept in "
         "memory, per process. 0: off. Beside nginx's "
-        "limit_req: see the documentation's page 'Deploy behind a reverse proxy'.",
+        "limit_req: see 'plant-store docs deploying'.",
         unit="PER_SECOND")
     rate_limit_burst: int = setting(_int_in(0, 1_000_000), "20",
         "Requests a client may make at once beyond rate_limit after a pause, as nginx's "

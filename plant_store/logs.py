@@ -19,6 +19,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from typing import TextIO
 
 import orjson
@@ -118,6 +119,14 @@ class LineQueue:
         self._dropped = 0  # lines dropped since the gap began; 0: no gap
         self._stuck = False  # a drain timed out, and nothing was written since
         self._gone = False  # the descriptor refused a write (closed, EPIPE): nowhere to log
+        self._start()
+        _queues.add(self)
+
+    def _start(self) -> None:
+        """A new lock and writer thread: at start, and in a forked child (a granian or
+        gunicorn worker), where the parent's thread is gone and its lock may be held; the
+        child leaves the parent's waiting lines to the parent, which writes them."""
+        self._chunks, self._waiting = [], 0
         self._cond = threading.Condition(threading.Lock())
         threading.Thread(target=self._write_forever, name="log-writer", daemon=True).start()
 
@@ -186,6 +195,15 @@ class LineQueue:
 
 
 _own: logging.StreamHandler[TextIO | LineQueue] | None = None  # the handler configure() installed
+_queues: "weakref.WeakSet[LineQueue]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for queue in list(_queues):
+        queue._start()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def configure(level: str, log_format: str = "text", queued: bool = False) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from plant_store import __version__, config
+from plant_store.cli import shipped
 
 DESCRIPTION = "Plant Store: a small WSGI service that keeps a store of plants."
 EPILOG = """\
@@ -148,8 +149,14 @@ def parser() -> argparse.ArgumentParser:
              None)
 
     settings = _group(commands, "config", "the settings", "config_command")
-    _command(settings, "example", "print every setting with its default and what it does, "
-                                  "as an INI file to edit and pass to --config", None)
+    example = _command(settings, "example", "print every setting with its default and what "
+                       "it does, as an INI file to edit and pass to --config; or, named, an "
+                       "example configuration of a proxy or a service manager", None)
+    example.add_argument("name", nargs="?", choices=sorted(shipped.EXAMPLES), metavar="NAME",
+                         help="one of: " + ", ".join(sorted(shipped.EXAMPLES)))
+    docs = _command(commands, "docs", "print a page of the documentation (the wheel carries "
+                                      "them); without PAGE, list the pages", None)
+    docs.add_argument("page", nargs="?", metavar="PAGE", help="a page's name, as listed")
 
     _command(commands, "check", "read the JSON-file store and report its state; changes "
                                 "nothing, works beside a running server", ("data_dir",), ("store",))

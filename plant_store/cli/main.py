@@ -15,7 +15,7 @@ import sys
 
 from plant_store import config, logs
 from plant_store.cli import args as cli_args
-from plant_store.cli import browse, transfer
+from plant_store.cli import browse, shipped, transfer
 from plant_store.http import etags
 from plant_store.service import Service
 from plant_store.serving import server
@@ -42,8 +42,10 @@ log = logging.getLogger("plant_store.cli")  # the name users filter on
 def main(argv: list[str] | None = None) -> int:
     args = cli_args.parser().parse_args(argv)
     if args.command == "config":  # config example: the settings' table, no value read
-        print(config.example_ini(), end="")
+        print(shipped.example(args.name) if args.name else config.example_ini(), end="")
         return 0
+    if args.command == "docs":
+        return _docs(args.page)
     if args.command == "webhooks" and args.webhooks_command == "secret":
         print(webhooks.new_secret())  # no settings read: the one set may be what it replaces
         return 0
@@ -396,6 +398,21 @@ def _db(args: argparse.Namespace, cfg: config.Config) -> int:
     print(f"schema version {max(done, default=0)}; "
           + (f"pending: {', '.join(missing)}" if missing else "nothing pending"))
     return 1 if missing else 0
+
+
+def _docs(name: str | None) -> int:
+    if name is None:
+        for page, title in shipped.pages().items():
+            print(f"{page}\t{title}")
+        return 0
+    try:
+        text = shipped.page(name)
+    except KeyError:
+        print(f"plant-store: error: there is no page {name!r}; 'plant-store docs' lists them",
+              file=sys.stderr)
+        return 2
+    print(text, end="")
+    return 0
 
 
 def _first_token_message(token: str, url: str, path: str) -> str:

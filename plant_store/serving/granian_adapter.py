@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from plant_store import __version__
+from plant_store import __version__, logs
 from plant_store.config import Config, ConfigError
 from plant_store.http import access_log
 from plant_store.service import Service
@@ -158,6 +158,7 @@ def _close(service: Service, probes: Any) -> None:
         probes.stop()
     service.close()  # after the last request: their deliveries are in the outbox
     access_log.flush_all()  # the last requests' lines
+    logs.drain()  # to stderr, within its timeout: a forked worker runs no atexit
 
 
 def _server_class() -> type:

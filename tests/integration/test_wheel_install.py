@@ -115,6 +115,10 @@ def test_what_a_pip_user_reads_names_no_clone_path(installed):
         said["GET /docs"] = answer["message"]
         status, _, document = http_request("127.0.0.1", port, "GET", "/openapi.json")
         assert status == 200
+        # One version (issue 46): --version, /ready and the document's info.version.
+        version = run([plant_store, "--version"], empty, env).stdout.split()[-1]
+        ready = http_request("127.0.0.1", port, "GET", "/ready")[2]
+        assert version == ready["version"] == document["info"]["version"], (version, ready)
         said["GET /openapi.json"] = str(document)
     finally:
         server.send_signal(signal.SIGTERM)
@@ -126,7 +130,19 @@ def test_what_a_pip_user_reads_names_no_clone_path(installed):
     assert {what: found for what, found in clone_paths.items() if found} == {}
     assert "as an INI file to edit and pass to --config" in " ".join(
         said["config example --help"].split())
-    assert "'Deploy behind a reverse proxy'" in " ".join(said["serve --help"].split())
+    assert "'plant-store docs deploying'" in " ".join(said["serve --help"].split())
+    # Each page a text names opens from the wheel, outside the clone (issue 46).
+    named = {name for text in said.values()
+             for name in re.findall(r"plant-store docs ([\w-]+)", " ".join(text.split()))
+             if name != "PAGE"}  # the command's own usage
+    assert {"deploying", "CONTRACT"} <= named, named
+    for name in named:
+        done = run([plant_store, "docs", name], empty, env)
+        assert done.returncode == 0 and len(done.stdout) > 500, (name, done.stderr)
+    listed = run([plant_store, "docs"], empty, env).stdout
+    assert "tutorial\t" in listed and "deploying\tDeploy behind a reverse proxy" in listed
+    nginx = run([plant_store, "config", "example", "nginx"], empty, env)
+    assert nginx.returncode == 0 and "proxy_pass" in nginx.stdout
 
 
 def test_the_driver_is_added_as_the_error_says(installed):

@@ -318,8 +318,8 @@ class AppendLog:
         """In a forked child: close our copies of the file and of its lock (which leaves the
         parent's lock held, and lets it go when the parent ends) and refuse every change."""
         self.broken = (f"{self.path} was opened by process {self._pid} before a fork; a "
-                       "worker process must open its own store (see the documentation's page "
-                       "'Run several processes')")
+                       "worker process must open its own store (see 'plant-store docs "
+                       "processes')")
         self._close_descriptors()
 
     def close(self) -> None:

@@ -57,7 +57,43 @@ def test_no_help_text_names_a_clone_path():
     assert len(helps) > 20  # every command and action
     assert {text: clone_only(text) for text in helps if clone_only(text)} == {}
     serve = next(text for text in helps if text.startswith("usage: plant-store serve"))
-    assert "'Deploy behind a reverse proxy'" in " ".join(serve.split())
+    assert "'plant-store docs deploying'" in " ".join(serve.split())
+
+
+NAMED = re.compile(r"plant-store docs ([\w-]+)")
+
+
+def test_every_page_a_text_names_opens_and_every_example_prints():
+    """Issue 46: help texts and errors sent pip users to pages they did not have. Each
+    page a help text, a string of the package or the OpenAPI document names, by the
+    command that prints it, is there; so is each example configuration."""
+    from plant_store.cli import shipped
+
+    texts = [*every_help(), (PACKAGE / "http" / "openapi.json").read_text()]
+    for path in PACKAGE.rglob("*.py"):
+        texts += [node.value for node in ast.walk(ast.parse(path.read_text()))
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+    named = {name for text in texts for name in NAMED.findall(" ".join(text.split()))
+             if name != "PAGE"}  # the command's own usage
+    assert {"deploying", "processes", "CONTRACT"} <= named
+    pages = shipped.pages()
+    for name in named:
+        assert name in pages and shipped.page(name).strip(), name
+    assert pages["deploying"] == "Deploy behind a reverse proxy"
+    for name in shipped.EXAMPLES:
+        assert shipped.example(name).strip(), name
+
+
+def test_docs_lists_and_prints_pages(capsys):
+    assert main(["docs"]) == 0
+    listed = capsys.readouterr().out
+    assert "tutorial\t" in listed and "CONTRACT\tPlant Store: the contract" in listed
+    assert main(["docs", "durability"]) == 0
+    assert capsys.readouterr().out.startswith("Durability: fsync, group commit, crash safety")
+    assert main(["docs", "nope"]) == 2
+    assert "there is no page 'nope'" in capsys.readouterr().err
+    assert main(["config", "example", "nginx"]) == 0
+    assert "proxy_pass" in capsys.readouterr().out
 
 
 def test_config_help_and_example_name_the_command_not_the_file():

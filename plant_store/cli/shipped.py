@@ -1,0 +1,71 @@
+"""The documentation's pages and the example configurations, as a pip user has them.
+
+A wheel carries them (``setup.py`` copies ``docs/`` and ``conf/`` into the package as it
+builds: ``plant_store/shipped/``); a clone, or an editable install, reads the same files
+where they live. ``plant-store docs PAGE`` prints a page, ``plant-store config example
+NAME`` an example, so every page a help text or an error names opens without the clone.
+"""
+
+import importlib.resources
+import pathlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # importlib.resources.abc from 3.11 on; importlib.abc's is deprecated
+    from importlib.abc import Traversable
+
+_SHIPPED = importlib.resources.files("plant_store").joinpath("shipped")
+_CLONE = pathlib.Path(__file__).resolve().parents[2]
+# An example's name for ``config example NAME``: its file in conf/.
+EXAMPLES = {
+    "nginx": "nginx.conf.example",
+    "apache": "apache-plant-store.conf.example",
+    "caddy": "Caddyfile.example",
+    "caddy-strip-prefix": "Caddyfile-strip-prefix.example",
+    "haproxy": "haproxy.cfg.example",
+    "systemd": "plant-store.service.example",
+    "systemd-gunicorn": "plant-store-gunicorn.service.example",
+}
+
+
+def _folder(name: str) -> "Traversable":
+    """The wheel's copy of ``name`` (docs or conf), else the clone's."""
+    shipped = _SHIPPED.joinpath(name)
+    return shipped if shipped.is_dir() else _CLONE / name
+
+
+def pages() -> dict[str, str]:
+    """Every page by name (its file without the suffix), with its title."""
+    found = {}
+    for entry in _folder("docs").iterdir():
+        stem, _, suffix = entry.name.rpartition(".")
+        if suffix in ("rst", "md") and entry.is_file():
+            found[stem] = _title(entry.read_text("utf-8"))
+    return dict(sorted(found.items()))
+
+
+def page(name: str) -> str:
+    """The text of the page ``name``; KeyError when there is none."""
+    for suffix in ("rst", "md"):
+        entry = _folder("docs").joinpath(f"{name}.{suffix}")
+        if entry.is_file():
+            text: str = entry.read_text("utf-8")
+            return text
+    raise KeyError(name)
+
+
+def example(name: str) -> str:
+    """The example configuration ``name`` (of :data:`EXAMPLES`)."""
+    text: str = _folder("conf").joinpath(EXAMPLES[name]).read_text("utf-8")
+    return text
+
+
+def _title(text: str) -> str:
+    """A page's first heading: an RST title (underlined) or a Markdown '# ' line."""
+    lines = text.splitlines()
+    for at, line in enumerate(lines):
+        if line.startswith("# "):
+            return line[2:].strip()
+        if (at + 1 < len(lines) and line.strip() and lines[at + 1].strip()
+                and set(lines[at + 1].strip()) <= set("=-~#*") and not line.startswith("..")):
+            return line.strip()
+    return ""

@@ -29,11 +29,11 @@ import threading
 from collections.abc import Iterator
 from typing import BinaryIO, NamedTuple
 
-import orjson
 from marshmallow import ValidationError
 
 from plant_store.http.schemas import NotAnObject, describe, json_object, load_new_plant
 from plant_store.stores import BatchConflict, Plant, Store, StoreError
+from plant_store.stores.records import new_plant_json
 from plant_store.util.durable import replacing
 from plant_store.util.words import counted
 
@@ -75,10 +75,7 @@ def export(store: Store, out: BinaryIO) -> int:
 
 def encode(plant: Plant) -> bytes:
     """One line: the NewPlant as orjson writes it, and ``\\n``."""
-    document = {"id": plant.id, "name": plant.name}
-    if plant.tag is not None:
-        document["tag"] = plant.tag
-    return orjson.dumps(document, option=orjson.OPT_APPEND_NEWLINE)
+    return new_plant_json(plant, newline=True)
 
 
 def import_lines(store: Store, source: BinaryIO, max_size: int) -> Imported:

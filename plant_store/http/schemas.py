@@ -12,6 +12,7 @@ from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump, pos
 
 from plant_store.http.json_fallback import reparse
 from plant_store.stores import Plant
+from plant_store.stores.records import plant_fields
 
 
 class JsonInteger(fields.Field[int]):
@@ -114,9 +115,7 @@ def load_plant_update(document: dict[str, Any], plant_id: int) -> Plant:
 def dump_plant(plant: Plant) -> dict[str, Any]:
     """``PlantSchema().dump`` for the one object it is given, a stored Plant, without
     marshmallow's machinery; tests/unit/http/test_schema_properties.py checks that both agree."""
-    if plant.tag is None:
-        return {"name": plant.name}
-    return {"name": plant.name, "tag": plant.tag}
+    return plant_fields(plant, with_id=False)
 
 
 def describe(error: ValidationError) -> str:

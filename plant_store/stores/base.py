@@ -14,30 +14,13 @@ its reads wait for the fsync that covers what they show).
 
 import abc
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, NamedTuple
 
 from plant_store.stores.preconditions import Preconditions
 
-if TYPE_CHECKING:
-    from plant_store.stores.outbox import Delivery
-
-
-class Plant(NamedTuple):
-    """A named tuple: built once or more per request, and about half the cost of a
-    frozen dataclass to build."""
-
-    id: int
-    name: str
-    tag: str | None = None
-
-
-class Versioned(NamedTuple):
-    """A plant as stored, and its version: a name for the write that made it so, which
-    changes with every write of the id and never repeats for it (across updates, deletes
-    and re-creates). A plant's ETag names its version (see :mod:`.preconditions`)."""
-
-    plant: Plant
-    version: str
+# What a store keeps is defined below the interface (records.py); stores take it from here.
+from plant_store.stores.records import Delivery as Delivery
+from plant_store.stores.records import Plant as Plant
+from plant_store.stores.records import Versioned as Versioned
 
 
 class StoreError(Exception):
@@ -113,13 +96,6 @@ class BatchConflict(Conflict):
     def __init__(self, stored: Plant, done: "list[tuple[Plant, bool]]") -> None:
         super().__init__(stored)
         self.done = done
-
-
-def kept(data: bytes) -> bytes:
-    """A copy of ``data`` of its own size, for bytes kept as long as a plant: orjson 3.11
-    and later return bytes that hold a buffer of about 4 KiB (4,120 bytes resident each,
-    measured with 3.13.0), 20 times the plant itself."""
-    return bytes(memoryview(data))
 
 
 def replay(stored: Plant, plant: Plant) -> Plant:
@@ -216,7 +192,7 @@ class Store(abc.ABC):
         """How many plants are stored."""
 
     @abc.abstractmethod
-    def deliveries(self, *, dead: bool = False) -> "list[Delivery]":
+    def deliveries(self, *, dead: bool = False) -> list[Delivery]:
         """Webhook deliveries still owed (or, with ``dead``, given up on), oldest first."""
 
     @abc.abstractmethod
@@ -227,7 +203,7 @@ class Store(abc.ABC):
         ``retry_in``: after a failure, seconds before any worker may try it again (a store
         that one process owns leaves that to its worker)."""
 
-    def outbox(self) -> "list[Delivery]":
+    def outbox(self) -> list[Delivery]:
         """Every delivery, those owed (due or not) then the dead letters, each oldest
         first: what 'plant-store webhooks list' shows."""
         return self.deliveries() + self.deliveries(dead=True)
@@ -260,7 +236,7 @@ class Store(abc.ABC):
         number of URLs, not the backlog."""
 
     @abc.abstractmethod
-    def lane(self, url: str, limit: int) -> "list[Delivery]":
+    def lane(self, url: str, limit: int) -> list[Delivery]:
         """Up to ``limit`` of the deliveries owed to ``url``, oldest first, ending before
         the first that may not be sent yet (so none is sent ahead of an older one)."""
 
@@ -273,7 +249,7 @@ class Store(abc.ABC):
     def free_lane(self, url: str) -> None:
         """Give the lane up before its lease ends."""
 
-    def begin_attempt(self, delivery: "Delivery", lease: float, max_attempts: int) -> int | None:
+    def begin_attempt(self, delivery: Delivery, lease: float, max_attempts: int) -> int | None:
         """Count an attempt at ``delivery`` before it is made, keeping its lane for
         ``lease`` seconds more, and return its number (above ``max_attempts``: the delivery
         has had its tries, the last one's outcome never recorded); None when the lane is no

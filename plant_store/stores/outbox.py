@@ -3,31 +3,12 @@ so that a create and the deliveries it owes are written together."""
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-import orjson
-
-from plant_store.stores.base import Plant, kept
+from plant_store.stores.records import Delivery as Delivery  # its users take it from here
+from plant_store.stores.records import Plant, new_plant_json
 
 STATES = ("delivered", "failed", "dead", "retry")
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    id: str  # unique; receivers dedupe on it (delivery is at least once)
-    plant_id: int
-    url: str
-    body: bytes  # the NewPlant JSON, exactly as it is sent and signed
-    attempts: int = 0
-    error: str | None = None
-    dead: bool = False
-
-
-def new_plant_json(plant: Plant) -> bytes:
-    fields = {"id": plant.id, "name": plant.name}
-    if plant.tag is not None:
-        fields["tag"] = plant.tag
-    return kept(orjson.dumps(fields))  # kept until delivered: see base.kept
 
 
 def deliveries_for(plant: Plant, urls: tuple[str, ...]) -> list[Delivery]:

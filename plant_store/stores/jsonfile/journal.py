@@ -25,9 +25,10 @@ from typing import Any, Literal, overload
 
 import orjson
 
-from plant_store.stores.base import Plant, StoreError, kept
+from plant_store.stores.base import StoreError
 from plant_store.stores.order import CreationOrder
-from plant_store.stores.outbox import STATES, Delivery, Outbox, new_plant_json
+from plant_store.stores.outbox import STATES, Outbox
+from plant_store.stores.records import Delivery, Plant, kept, new_plant_json, plant_fields
 from plant_store.stores.tags import TagIndex
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -40,9 +41,7 @@ class CorruptJournal(StoreError):
 
 
 def encode_create(plant: Plant, deliveries: list[Delivery] | tuple[Delivery, ...] = ()) -> bytes:
-    record = {"op": "create", "id": plant.id, "name": plant.name}
-    if plant.tag is not None:
-        record["tag"] = plant.tag
+    record = {"op": "create", **plant_fields(plant)}
     if deliveries:
         record["webhooks"] = [{"id": d.id, "url": d.url} for d in deliveries]
     return kept(orjson.dumps(record))
@@ -55,10 +54,7 @@ def version(seq: int, rev: int) -> str:
 
 
 def encode_update(plant: Plant) -> bytes:
-    record = {"op": "update", "id": plant.id, "name": plant.name}
-    if plant.tag is not None:
-        record["tag"] = plant.tag
-    return orjson.dumps(record)
+    return orjson.dumps({"op": "update", **plant_fields(plant)})
 
 
 def encode_delete(plant_id: int) -> bytes:

@@ -1,0 +1,68 @@
+"""What a store keeps, at the bottom of the store layer: a plant, a plant with its version,
+a webhook delivery, and a plant's one JSON form (its fields in one order, ``tag`` only
+when it has one), which the HTTP answers, the journal, the outbox and the transfer files
+all write through :func:`plant_fields` and :func:`new_plant_json`."""
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import orjson
+
+
+class Plant(NamedTuple):
+    """A named tuple: built once or more per request, and about half the cost of a
+    frozen dataclass to build."""
+
+    id: int
+    name: str
+    tag: str | None = None
+
+
+class Versioned(NamedTuple):
+    """A plant as stored, and its version: a name for the write that made it so, which
+    changes with every write of the id and never repeats for it (across updates, deletes
+    and re-creates). A plant's ETag names its version (see :mod:`.preconditions`)."""
+
+    plant: Plant
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A webhook delivery owed (or given up on): the NewPlant body exactly as it is sent
+    and signed, and what its attempts came to."""
+
+    id: str  # unique; receivers dedupe on it (delivery is at least once)
+    plant_id: int
+    url: str
+    body: bytes  # the NewPlant JSON, exactly as it is sent and signed
+    attempts: int = 0
+    error: str | None = None
+    dead: bool = False
+
+
+def kept(data: bytes) -> bytes:
+    """A copy of ``data`` of its own size, for bytes kept as long as a plant: orjson 3.11
+    and later return bytes that hold a buffer of about 4 KiB (4,120 bytes resident each,
+    measured with 3.13.0), 20 times the plant itself."""
+    return bytes(memoryview(data))
+
+
+def plant_fields(plant: Plant, with_id: bool = True) -> dict[str, Any]:
+    """A plant's JSON object: a NewPlant (``id``, ``name``, ``tag``), or, without its id,
+    the Plant the API answers; ``tag`` only when the plant has one."""
+    if with_id:
+        fields: dict[str, Any] = {"id": plant.id, "name": plant.name}
+    else:
+        fields = {"name": plant.name}
+    if plant.tag is not None:
+        fields["tag"] = plant.tag
+    return fields
+
+
+def new_plant_json(plant: Plant, newline: bool = False) -> bytes:
+    """The NewPlant JSON of ``plant``: a webhook's body (kept as long as it is owed: see
+    :func:`kept`), or, with ``newline``, one line of an export."""
+    if newline:
+        return orjson.dumps(plant_fields(plant), option=orjson.OPT_APPEND_NEWLINE)
+    return kept(orjson.dumps(plant_fields(plant)))

@@ -13,8 +13,10 @@ to listen, and raises with the proxy's log when it does not.
 """
 
 import atexit
+import base64
 import contextlib
 import functools
+import hashlib
 import os
 import pathlib
 import pwd
@@ -68,6 +70,16 @@ class Certificates:
 
     def _openssl(self, *args):
         subprocess.run([OPENSSL, *args], cwd=self.dir, check=True, capture_output=True)
+
+    @functools.cached_property
+    def spki(self):
+        """The base64 SHA-256 of the certificate's public key, as Chromium's
+        ``--ignore-certificate-errors-spki-list`` takes it (it trusts no CA file)."""
+        key = subprocess.run([OPENSSL, "x509", "-in", str(self.cert), "-noout", "-pubkey"],
+                             check=True, capture_output=True).stdout
+        der = subprocess.run([OPENSSL, "pkey", "-pubin", "-outform", "der"], input=key,
+                             check=True, capture_output=True).stdout
+        return base64.b64encode(hashlib.sha256(der).digest()).decode()
 
     def context(self):
         """A client's context that trusts this CA only, and checks the name."""

@@ -11,6 +11,7 @@ import webtest
 from conftest import assert_error
 from plant_store.app import create_app
 from plant_store.config import Config, ConfigError, load
+from plant_store.http.forwarded import undo_server_scheme
 from plant_store.http.https import MESSAGE
 from plant_store.serving import clear_text
 from plant_store.stores import MemoryStore
@@ -171,3 +172,17 @@ def test_require_https_refuses_a_plain_http_webhook_url_in_one_line():
     assert load(None, {**env, "PLANT_STORE_WEBHOOK_URLS": "https://a.example/ "
                                                           "http://127.0.0.1:9/"}).require_https
     assert not load(None, {**env, "PLANT_STORE_REQUIRE_HTTPS": "false"}).require_https
+
+
+@pytest.mark.parametrize(("environ", "scheme"), [
+    ({"HTTP_X_FORWARDED_PROTO": "https", "uwsgi.version": b"2"}, "http"),  # uWSGI's, undone
+    ({"HTTP_X_FORWARDED_SSL": "on"}, "http"),
+    ({"HTTP_X_FORWARDED_PROTO": "https", "uwsgi.version": b"2", "HTTPS": "on"}, "https"),
+    ({"HTTP_X_FORWARDED_PROTO": "https"}, "https"),  # another server's TLS of its own
+    ({}, "https"),
+])
+def test_a_servers_own_reading_of_a_forwarded_scheme_is_undone(environ, scheme):
+    environ = {"wsgi.url_scheme": "https", **environ}
+    undo_server_scheme(environ)
+    assert environ["wsgi.url_scheme"] == scheme
+    assert "HTTP_X_FORWARDED_SSL" not in environ  # X-Forwarded-Proto stays: a trusted proxy's

@@ -240,13 +240,32 @@ def test_the_clients_own_address_reaches_the_access_log(stack, forged):
 def test_the_proxys_own_answers_are_json(stack):
     assert_json_error(stack.proxy.request("GET", "/elsewhere"), {404})
     assert_json_error(stack.proxy.request("GET", "/api"), {404})
-    big = b'{"id": 1, "name": "' + b"x" * 70_000 + b'"}'
-    assert_json_error(stack.proxy.request("POST", "/api/plants", big, stack.token), {413})
+    assert_json_error(too_large(stack.proxy, stack.token), {413})
     # The service's own errors pass as they are.
     assert_json_error(stack.proxy.request("POST", "/api/plants", {"id": 1, "name": "x"}), {401})
     stack.service.stop()
     assert_json_error(stack.proxy.request("POST", "/api/plants", {"id": 1, "name": "x"},
                                           stack.token), {502, 503, 504})
+
+
+def too_large(proxy, token):
+    """The proxy's answer to a create whose Content-Length is over 64 KiB, asked with
+    ``Expect: 100-continue``: the body is sent only if the proxy invites it. (Sent at once,
+    over TLS, the proxy's close after its 413 often cuts the client's sending short before
+    it reads the answer.)"""
+    body = b'{"id": 1, "name": "' + b"x" * 70_000 + b'"}'
+    head = (f"POST /api/plants HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n").encode()
+    with proxy.connect(timeout=10) as sock:
+        sock.sendall(head)
+        raw = b""
+        while not raw.endswith(b"}") and (chunk := sock.recv(65536)):
+            raw += chunk
+            if raw.startswith(b"HTTP/1.1 100 ") and raw.endswith(b"\r\n\r\n"):
+                sock.sendall(body)  # invited: the limit is not the proxy's to check
+    status, headers, answer = parse_answer(raw)
+    return status, {"Content-Type": headers.get("content-type")}, answer
 
 
 class Recorder(http.server.ThreadingHTTPServer):

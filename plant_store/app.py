@@ -13,6 +13,7 @@ from plant_store.http.access_log import AccessLog
 from plant_store.http.auth import BearerAuth, Tokens
 from plant_store.http.docs_page import DocsAssetResource, DocsPageResource
 from plant_store.http.forwarded import Forwarded
+from plant_store.http.https import RequireHttps
 from plant_store.http.operational import (
     HealthResource,
     IndexResource,
@@ -72,6 +73,8 @@ def create_app(
                       preflight=bool(config.cors_allow_origins),
                       on_refused=counted.refused)
     middleware: list[Any] = [access_log, auth]  # falcon's middleware protocols
+    if config.require_https:  # before the token check: plain HTTP is refused unread
+        middleware.insert(1, RequireHttps())
     if config.rate_limit:  # after the token check, which names the client's token
         middleware.append(RateLimit(Buckets(config.rate_limit, config.rate_limit_burst)))
     if config.cors_allow_origins:  # first, so its headers reach every answer, 401s too

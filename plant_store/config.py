@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 from urllib.parse import SplitResult, urlsplit
 
 from plant_store.http import forwarded
+from plant_store.util.loopback import clear_text_urls
 
 SECTION = "plant-store"
 ENV_PREFIX = "PLANT_STORE_"
@@ -339,6 +340,13 @@ class Config:
         "Path the proxy serves the API under (e.g. /api), stripped from request paths "
         "and put back in the URLs the service emits. Empty: served at the root. Applied "
         "by the app itself, under any WSGI server.", unit="PATH")
+    require_https: bool = setting(_flag, "false",
+        "Refuse (403) every request but /health and /ready whose scheme is not https: "
+        "over TLS to the service itself, or https in X-Forwarded-Proto (or Forwarded) from "
+        "a trusted_proxy. Checked before the bearer token, so a client configured with "
+        "an http:// URL fails at once. Also refuses an http:// webhook_urls entry other "
+        "than loopback. Set it in every deployment reached from beyond loopback.",
+        unit="BOOL")
     metrics: str = setting(_OneOf("off", "public", "token"), "token",
         "Who may read GET /metrics (Prometheus text): 'token' (a bearer token, as for "
         "the plants: request rates and store health are not for anyone who asks), "
@@ -399,6 +407,11 @@ class Config:
         if self.webhook_urls and not self.webhook_secret and (
                 {"webhook_urls", "webhook_secret"} <= read):
             raise ConfigError("setting webhook_urls needs webhook_secret: deliveries are signed")
+        if self.require_https and {"webhook_urls", "require_https"} <= read and (
+                plain := clear_text_urls(self.webhook_urls)):
+            raise ConfigError(f"setting webhook_urls names {plain[0]}, which is plain http "
+                              "beyond loopback, but require_https is on: payloads and their "
+                              "signatures would travel in the clear; use https://")
         if self.page_size > self.max_page_size and {"page_size", "max_page_size"} <= read:
             raise ConfigError(f"setting page_size={self.page_size} is above "
                               f"max_page_size={self.max_page_size}: no page could be that long")

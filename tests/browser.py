@@ -19,7 +19,10 @@ def find_chromium() -> tuple[str, str] | None:
 class Browser:
     """One headless Chromium; ``open`` starts a page afresh and forgets earlier events."""
 
-    def __init__(self, chromium: str, chromedriver: str) -> None:
+    def __init__(self, chromium: str, chromedriver: str, trusted_keys: tuple[str, ...] = ()
+                 ) -> None:
+        """``trusted_keys``: the base64 SHA-256 of the public keys of test certificates the
+        browser accepts (their CA is no CA it knows)."""
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
@@ -29,6 +32,8 @@ class Browser:
                      "--window-size=1280,2000", "--no-first-run",
                      "--disable-background-networking", "--disable-component-update"):
             options.add_argument(flag)
+        if trusted_keys:
+            options.add_argument("--ignore-certificate-errors-spki-list=" + ",".join(trusted_keys))
         options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
         self.driver = webdriver.Chrome(options=options, service=Service(chromedriver))
         self.responses: dict[str, int] = {}  # URL -> last status

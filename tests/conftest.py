@@ -22,6 +22,7 @@ from plant_store.config import Config
 from plant_store.stores import JsonFileStore, MemoryStore
 from plant_store.tokens import TokenFile
 from plant_store.util.words import counted
+from proxies import certificates
 
 
 def _ignore(signum, frame):
@@ -130,8 +131,9 @@ def browser():
     """One headless Chromium for the whole run (tests/browser.py). Without Debian's chromium
     and chromium-driver the tests that need it skip, and the summary says how many; in CI
     (``CI=true``) they fail instead, since CI must run them."""
-    browser = Browser(*_needed(find_chromium(), NO_CHROMIUM, "chromium, chromium-driver",
-                               "browser"))
+    found = _needed(find_chromium(), NO_CHROMIUM, "chromium, chromium-driver", "browser")
+    # It trusts the proxies' test certificate (tests/proxies.py), for pages over HTTPS.
+    browser = Browser(*found, trusted_keys=(certificates().spki,))
     try:
         yield browser
     finally:

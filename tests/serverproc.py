@@ -18,11 +18,17 @@ from urllib.parse import urlsplit
 
 
 def http_request(host, port, method, path, body=None, token=None, headers=None, timeout=10,
-                 source=None):
+                 source=None, context=None):
     """One request on a fresh connection: (status, headers, parsed JSON or raw bytes);
-    ``source`` is a local address to send from, e.g. 127.0.0.2."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout,
-                                      source_address=(source, 0) if source else None)
+    ``source`` is a local address to send from, e.g. 127.0.0.2; ``context``: an
+    ``ssl.SSLContext`` to speak HTTPS with (it verifies the server's certificate)."""
+    source_address = (source, 0) if source else None
+    if context is None:
+        conn = http.client.HTTPConnection(host, port, timeout=timeout,
+                                          source_address=source_address)
+    else:
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=context,
+                                           source_address=source_address)
     try:
         all_headers = {"Content-Type": "application/json", **(headers or {})}
         if token:

@@ -18,7 +18,7 @@ from plant_store.cli import args as cli_args
 from plant_store.cli import browse, shipped, transfer
 from plant_store.http import etags
 from plant_store.service import Service
-from plant_store.serving import server
+from plant_store.serving import clear_text, server
 from plant_store.stores import (
     DataDirError,
     JsonFileStore,
@@ -108,7 +108,8 @@ def _serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> i
                          "process and counts its metrics itself: unset it (it is for the "
                          "workers of a pre-fork server)")
     try:  # as waitress will look it up; its own error would be a traceback
-        socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        found = socket.getaddrinfo(cfg.host, cfg.port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
     except (OSError, UnicodeError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise cfg.blame("host", f"cannot listen on {cfg.host}:{cfg.port}: {reason}") from None
@@ -116,6 +117,7 @@ def _serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> i
     if cfg.server == "waitress" and cfg.workers > 1:
         raise cfg.blame("workers", "waitress is one process; several workers are for "
                                    "server = granian (on store = postgresql)")
+    clear_text.warn_if_exposed(cfg, [str(address[4][0]) for address in found])
     # Under granian each worker process opens the service, after the fork.
     service = Service(cfg, tokens=tokens) if cfg.server == "waitress" else None
 

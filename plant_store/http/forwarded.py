@@ -160,10 +160,15 @@ def base_url(req: "falcon.Request") -> str:
 
 
 def undo_server_scheme(environ: dict[str, Any]) -> None:
-    """uWSGI takes a client's ``X-Forwarded-Ssl: on`` as the scheme itself, before any app
-    could judge it: undo that (TLS of uWSGI's own sets ``HTTPS``), so only a trusted proxy's
-    ``X-Forwarded-Proto`` or ``Forwarded`` says https."""
-    if environ.pop("HTTP_X_FORWARDED_SSL", None) is not None and "HTTPS" not in environ:
+    """uWSGI takes a client's ``X-Forwarded-Ssl: on``, and its ``X-Forwarded-Proto: https``,
+    as the scheme itself, from any peer, before any app could judge it: undo that (TLS of
+    uWSGI's own sets ``HTTPS``), so only a trusted proxy's ``X-Forwarded-Proto`` or
+    ``Forwarded`` says https (:class:`Forwarded` reads the header, which stays). The second
+    only under uWSGI (``uwsgi.version`` in the environ): another server's TLS of its own
+    says https without ``HTTPS``."""
+    forged_ssl = environ.pop("HTTP_X_FORWARDED_SSL", None) is not None
+    forged_proto = "HTTP_X_FORWARDED_PROTO" in environ and "uwsgi.version" in environ
+    if (forged_ssl or forged_proto) and "HTTPS" not in environ:
         environ["wsgi.url_scheme"] = "http"
 
 

@@ -80,7 +80,7 @@ class LazyApp:
 
     def __call__(self, environ: "WSGIEnvironment",
                  start_response: "StartResponse") -> Iterable[bytes]:
-        if "HTTP_X_FORWARDED_SSL" in environ:
+        if "HTTP_X_FORWARDED_SSL" in environ or "HTTP_X_FORWARDED_PROTO" in environ:
             forwarded.undo_server_scheme(environ)
         pid, app = self._built
         if pid != os.getpid() or app is None:  # None only with another PID: for mypy

@@ -28,6 +28,7 @@ from plant_store.config import Config
 from plant_store.stores import Store, StoreUnavailable
 from plant_store.stores.outbox import Delivery
 from plant_store.util import once
+from plant_store.util.loopback import clear_text_urls
 from plant_store.util.words import counted
 from plant_store.webhooks import retry_requests
 from plant_store.webhooks.bounded_post import post
@@ -284,6 +285,10 @@ def start(config: Config, store: Store,
                     counted(count, "webhook delivery", "webhook deliveries"), url,
                     "they are still sent there" if config.webhook_secret
                     else "nothing sends them until the server runs with webhook_secret")
+    if plain := clear_text_urls(config.webhook_urls):
+        log.warning("webhook_urls sends to %s over plain http beyond loopback: payloads and "
+                    "their signatures travel in the clear (use https://; require_https "
+                    "refuses these)", " and ".join(plain))
     if not config.webhook_secret:
         return None
     return WebhookWorker(store, config, on_attempt).start()

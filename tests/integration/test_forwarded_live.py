@@ -58,6 +58,21 @@ def test_uwsgi_takes_no_scheme_from_a_clients_x_forwarded_ssl(tmp_path):
         assert (status, body["plants"]) == (200, f"http://127.0.0.1:{running.port}/plants")
 
 
+def test_uwsgi_takes_no_scheme_from_a_clients_x_forwarded_proto(tmp_path):
+    """Found by the TLS work (issue 45): uWSGI set wsgi.url_scheme to https from any peer's
+    X-Forwarded-Proto, so require_https took a forged header for HTTPS; only a trusted
+    proxy's word counts."""
+    env = {"PLANT_STORE_REQUIRE_HTTPS": "true", "PLANT_STORE_TRUSTED_PROXY": "127.0.0.1"}
+    with uwsgi(tmp_path, env=env) as running:
+        forged = {"X-Forwarded-Proto": "https"}
+        status, _, body = http_request("127.0.0.1", running.port, "POST", "/plants",
+                                       {"id": 1, "name": "x"}, running.token, headers=forged,
+                                       source="127.0.0.2")
+        assert status == 403 and "HTTPS" in body["message"], body
+        status, _, body = http_request("127.0.0.1", running.port, "GET", "/", headers=forged)
+        assert (status, body["plants"]) == (200, f"https://127.0.0.1:{running.port}/plants")
+
+
 def test_uwsgi_workers_contending_for_one_store_do_not_wait_lock_timeout(tmp_path):
     """Hostile pass: the second worker held its first client 10 s (lock_timeout) before
     its 503, waiting for a sibling that never lets go."""

@@ -1,15 +1,16 @@
-"""Behind a real nginx, running conf/nginx.conf.example with only its ports replaced
-(tests/proxies.py; test_proxies.py runs the same checks behind every proxy)."""
+"""Behind a real nginx, running conf/nginx.conf.example with only its ports and certificate
+replaced (tests/proxies.py; test_proxies.py runs the same checks behind every proxy), over
+HTTPS, as the example serves, the client verifying the session's test certificate."""
 
 import json
 import re
 import selectors
-import socket
+import ssl
 import time
 
 import pytest
 
-from proxies import NGINX, Nginx
+from proxies import NGINX, Nginx, certificates
 from serverproc import Server, parse_answer
 
 EXAMPLE = Nginx.example
@@ -20,7 +21,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def proxied(tmp_path):
-    server = Server(tmp_path / "data", "--trusted-proxy", "127.0.0.1", "--url-prefix", "/api")
+    server = Server(tmp_path / "data", "--trusted-proxy", "127.0.0.1", "--url-prefix", "/api",
+                    "--require-https", "true")
     nginx_dir = tmp_path / "nginx"
     nginx_dir.mkdir()
     nginx = Nginx(nginx_dir, server.port)
@@ -89,7 +91,18 @@ def test_the_document_names_the_prefix(proxied):
     nginx = proxied[1]
     status, _, document = nginx.request("GET", "/api/openapi.json")
     assert status == 200
-    assert document["servers"] == [{"url": f"http://127.0.0.1:{nginx.port}/api"}]
+    assert document["servers"] == [{"url": f"https://127.0.0.1:{nginx.port}/api"}]
+
+
+def test_plain_http_only_redirects_and_the_token_goes_no_further(proxied):
+    server, nginx, token = proxied
+    status, headers, _ = nginx.plain_request("POST", "/api/plants", {"id": 9, "name": "x"},
+                                             token, headers={"X-Request-ID": "in-clear"})
+    assert (status, headers["Location"]) == (301, "https://127.0.0.1/api/plants")
+    assert nginx.request("GET", "/api/plants/9", token=token,
+                         headers={"X-Request-ID": "then-tls"})[0] == 404
+    wait_for_line(server, "then-tls")
+    assert not [line for line in server.stderr if "in-clear" in line]
 
 
 @pytest.mark.parametrize(("trusted", "source", "url"), [
@@ -115,8 +128,7 @@ def test_slow_clients_neither_starve_others_nor_exceed_their_share(proxied):
     held = []
 
     def connect(data):
-        sock = socket.create_connection(("127.0.0.1", nginx.port), timeout=5,
-                                        source_address=("127.0.0.2", 0))
+        sock = nginx.connect(source="127.0.0.2")
         held.append(sock)
         sock.sendall(data)
         return sock
@@ -151,17 +163,26 @@ def test_slow_clients_neither_starve_others_nor_exceed_their_share(proxied):
 
 
 def read_answers(socks, seconds):
-    """What the server sent on each of ``socks`` that it answered within ``seconds``."""
+    """What the server sent on each of ``socks`` (TLS sockets) that it answered within
+    ``seconds``. Read without blocking: a socket may be readable for TLS's own records (a
+    session ticket) with no answer in them."""
     answers = {}
     with selectors.DefaultSelector() as selector:
         for sock in socks:
+            sock.setblocking(False)
             selector.register(sock, selectors.EVENT_READ)
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
             for key, _ in selector.select(left):
-                data = key.fileobj.recv(65536)
-                answers[key.fileobj] = answers.get(key.fileobj, b"") + data
-                if not data:
+                try:
+                    data = key.fileobj.recv(65536)
+                except ssl.SSLWantReadError:
+                    continue
+                except (ssl.SSLEOFError, ConnectionResetError):
+                    data = b""
+                if data:
+                    answers[key.fileobj] = answers.get(key.fileobj, b"") + data
+                else:
                     selector.unregister(key.fileobj)
     return list(answers.values())
 
@@ -189,7 +210,7 @@ def wait_for_line(server, needle, timeout=5):
 ])
 def test_what_nginx_refuses_itself_is_json_too(proxied, raw, status):
     _, nginx, _ = proxied
-    with socket.create_connection(("127.0.0.1", nginx.port), timeout=5) as sock:
+    with nginx.connect() as sock:
         sock.sendall(raw)
         data = b""
         while chunk := sock.recv(65536):
@@ -209,7 +230,8 @@ def test_deletes_through_nginx_keep_the_clients_connection(proxied):
     _, nginx, token = proxied
     for plant_id in (1, 2):
         assert nginx.request("POST", "/api/plants", {"id": plant_id, "name": "x"}, token)[0] == 200
-    conn = http.client.HTTPConnection("127.0.0.1", nginx.port, timeout=5)
+    conn = http.client.HTTPSConnection("127.0.0.1", nginx.port, timeout=5,
+                                       context=certificates().context())
     try:
         for plant_id in (1, 2):  # both on one connection
             conn.request("DELETE", f"/api/plants/{plant_id}",
@@ -227,7 +249,7 @@ def test_the_docs_page_loads_every_file_through_the_proxy(proxied, browser):
     from selenium.webdriver.support.ui import WebDriverWait
 
     _, nginx, _ = proxied
-    base = f"http://127.0.0.1:{nginx.port}"
+    base = nginx.base
     browser.open(f"{base}/api/docs")
     WebDriverWait(browser.driver, 10, 0.05).until(
         lambda d: len(d.find_elements(By.CSS_SELECTOR, ".opblock")) >= 7)

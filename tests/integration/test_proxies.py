@@ -2,24 +2,29 @@
 replaced) in front of each way of serving the app, set up as the example's header comment
 says: the API under /api/, the URLs the service emits naming the proxy, the client's own
 address in the access log, nothing a client forges in a forwarded header believed, and the
-proxy's own answers in the service's Error shape.
+proxy's own answers in the service's Error shape. Every example terminates TLS (a certificate
+from the session's throwaway CA, tests/proxies.py, verified by the client): the service sees
+https as the scheme, and plain HTTP to the example's port 80 is only a redirect that never
+reaches the service.
 
 The quick set (plain ``pytest``) runs every proxy in front of ``plant-store serve``, and
 nginx in front of gunicorn and uWSGI; ``pytest -m topology`` runs the rest of the matrix.
 """
 
+import contextlib
 import http.server
 import os
 import re
 import signal
-import socket
+import ssl
 import threading
 import time
+from urllib.parse import urlsplit
 
 import pytest
 
 from proxies import Apache, Caddy, CaddyStripPrefix, HAProxy, Nginx, missing
-from serverproc import Server, free_port, parse_answer
+from serverproc import Server, free_port, http_request, parse_answer
 from test_prefork import APP, BIN, WsgiServer
 
 PROXIES = {proxy.name: proxy for proxy in (Nginx, Apache, Caddy, HAProxy, CaddyStripPrefix)}
@@ -77,6 +82,7 @@ def test_each_example_names_its_settings():
         assert settings["trusted_proxy"] == "127.0.0.1", proxy.name
         assert settings["url_prefix"] == ("" if proxy is CaddyStripPrefix else "/api")
         assert "trusted_proxy_headers" in settings
+        assert settings["require_https"] == "true", proxy.name
 
 
 class Service:
@@ -134,7 +140,7 @@ def _combinations():
 class Stack:
     def __init__(self, proxy, service):
         self.proxy, self.service, self.token = proxy, service, service.token
-        self.base = f"http://127.0.0.1:{proxy.port}"
+        self.base = proxy.base  # https
 
 
 @pytest.fixture(params=list(_combinations()))
@@ -168,7 +174,42 @@ def test_create_through_the_proxy_with_a_request_id(stack):
         "POST", "/api/plants", {"id": 1, "name": "Monstera", "tag": "aroid"}, stack.token,
         headers={"X-Request-ID": "trace-7"})
     assert (status, headers["X-Request-ID"]) == (200, "trace-7")  # idempotent; the client's id
+    assert headers["Strict-Transport-Security"] == "max-age=63072000"
     assert stack.service.access_line("trace-7")[1:] == ["POST", "/api/plants", "200"]
+
+
+def test_plain_http_is_a_redirect_and_never_reaches_the_service(stack):
+    """A token sent to the example's port 80 by mistake gets a redirect to https, and goes
+    no further: the service logs no such request, and nothing is created."""
+    body = {"id": 5, "name": "Leaked"}
+    for method, path in (("POST", "/api/plants"), ("GET", "/api/plants?limit=1"),
+                         ("GET", "/elsewhere")):
+        status, headers, _ = stack.proxy.plain_request(
+            method, path, body if method == "POST" else None, stack.token,
+            headers={"X-Request-ID": "plain-1"})
+        assert status in (301, 308), (method, path, status)  # Caddy: 308
+        location = urlsplit(headers["Location"])
+        assert (location.scheme, location.hostname) == ("https", "127.0.0.1"), location
+        assert f"{location.path}?{location.query}".rstrip("?") == path
+    status, _, _ = stack.proxy.request("GET", "/api/plants/5", token=stack.token,
+                                       headers={"X-Request-ID": "after-1"})
+    assert status == 404
+    stack.service.access_line("after-1")  # every line before it is written too
+    assert not [line for line in stack.service.lines if "plain-1" in line]
+
+
+def test_the_service_refuses_plain_http_that_bypasses_the_proxy(stack):
+    """require_https, as each example's settings say: a token sent to the service's own
+    port over plain HTTP is refused before it is checked, and a forged X-Forwarded-Proto
+    from a peer that is not the trusted proxy changes nothing; the probes stay plain."""
+    port = stack.service.port
+    for headers in ({}, {"X-Forwarded-Proto": "https", "Forwarded": "proto=https"}):
+        status, _, body = http_request("127.0.0.1", port, "POST", "/api/plants",
+                                       {"id": 6, "name": "x"}, stack.token, headers=headers,
+                                       source="127.0.0.2")
+        assert status == 403 and "HTTPS" in body["message"], body
+    assert http_request("127.0.0.1", port, "GET", "/health")[0] == 200
+    assert stack.proxy.request("GET", "/api/plants/6", token=stack.token)[0] == 404
 
 
 @pytest.mark.parametrize("forged", [{}, FORGED], ids=["plain", "forged"])
@@ -199,13 +240,37 @@ def test_the_clients_own_address_reaches_the_access_log(stack, forged):
 def test_the_proxys_own_answers_are_json(stack):
     assert_json_error(stack.proxy.request("GET", "/elsewhere"), {404})
     assert_json_error(stack.proxy.request("GET", "/api"), {404})
-    big = b'{"id": 1, "name": "' + b"x" * 70_000 + b'"}'
-    assert_json_error(stack.proxy.request("POST", "/api/plants", big, stack.token), {413})
+    assert_json_error(too_large(stack.proxy, stack.token), {413})
     # The service's own errors pass as they are.
     assert_json_error(stack.proxy.request("POST", "/api/plants", {"id": 1, "name": "x"}), {401})
     stack.service.stop()
     assert_json_error(stack.proxy.request("POST", "/api/plants", {"id": 1, "name": "x"},
                                           stack.token), {502, 503, 504})
+
+
+def too_large(proxy, token):
+    """The proxy's answer to a create whose Content-Length is over 64 KiB, asked with
+    ``Expect: 100-continue``: the body is sent only if the proxy invites it. (Sent at once,
+    over TLS, the proxy's close after its 413 often cuts the client's sending short before
+    it reads the answer.)"""
+    body = b'{"id": 1, "name": "' + b"x" * 70_000 + b'"}'
+    head = (f"POST /api/plants HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n").encode()
+    with proxy.connect(timeout=10) as sock:
+        sock.sendall(head)
+        raw = b""
+        with contextlib.suppress(ssl.SSLEOFError, ConnectionResetError, BrokenPipeError):
+            while not raw.endswith(b"}") and (chunk := sock.recv(65536)):
+                raw += chunk
+                if raw.startswith(b"HTTP/1.1 100 ") and raw.endswith(b"\r\n\r\n"):
+                    # Invited (HAProxy invites, then counts): the answer may come, and the
+                    # connection close, while it is sent.
+                    with contextlib.suppress(ssl.SSLEOFError, ConnectionResetError,
+                                             BrokenPipeError):
+                        sock.sendall(body)
+    status, headers, answer = parse_answer(raw)
+    return status, {"Content-Type": headers.get("content-type")}, answer
 
 
 class Recorder(http.server.ThreadingHTTPServer):
@@ -260,7 +325,7 @@ def test_each_forwarded_header_is_the_proxys_own(tmp_path, name):
     assert path == ("/plants?limit=1" if strips else "/api/plants?limit=1")
     assert {name: headers.get_all(name) for name in FORGED} == {
         "X-Forwarded-For": ["127.0.0.2"],
-        "X-Forwarded-Proto": ["http"],
+        "X-Forwarded-Proto": ["https"],
         "X-Forwarded-Host": [f"127.0.0.1:{proxy.port}"],
         "X-Forwarded-Port": [str(proxy.port)],
         "X-Forwarded-Prefix": ["/api"] if strips else None,
@@ -285,13 +350,14 @@ def test_a_client_that_stalls_its_headers_is_cut_off(tmp_path, name):
     proxy_class = require(PROXIES[name])
     upstream = Recorder()
     try:
-        with proxy_class(tmp_path, upstream.server_port) as proxy, socket.create_connection(
-                ("127.0.0.1", proxy.port), timeout=25) as sock:
+        with proxy_class(tmp_path, upstream.server_port) as proxy, proxy.connect(
+                timeout=25) as sock:
             started = time.monotonic()
             sock.sendall(b"POST /api/plants HTTP/1.1\r\nHost: x\r\nContent-Ty")
             answer = b""
-            while chunk := sock.recv(65536):  # until the proxy closes (the timeout: 25 s)
-                answer += chunk
+            with contextlib.suppress(ssl.SSLEOFError, ConnectionResetError):
+                while chunk := sock.recv(65536):  # until the proxy closes (timeout: 25 s)
+                    answer += chunk
             waited = time.monotonic() - started
     finally:
         upstream.stop()
@@ -317,8 +383,7 @@ def test_haproxy_refuses_more_than_20_connections_from_one_address(tmp_path):
     try:
         with HAProxy(tmp_path, upstream.server_port) as proxy:
             for _ in range(20):
-                held.append(socket.create_connection(("127.0.0.1", proxy.port), timeout=5,
-                                                     source_address=("127.0.0.2", 0)))
+                held.append(proxy.connect(source="127.0.0.2"))
             deadline = time.monotonic() + 5  # until HAProxy has accepted all 20
             while (answer := proxy.request("GET", "/api/plants", source="127.0.0.2"))[0] == 200:
                 assert time.monotonic() < deadline

@@ -347,6 +347,13 @@ class Config:
         "an http:// URL fails at once. Also refuses an http:// webhook_urls entry other "
         "than loopback. Set it in every deployment reached from beyond loopback.",
         unit="BOOL")
+    tls_certificate: str = setting(_path, "",
+        "Serve HTTPS directly: the certificate chain's PEM file (with tls_key). Under "
+        "server = granian only (waitress has no TLS: terminate it at a proxy, 'plant-store "
+        "docs tls'). Read at start: a renewed certificate is served from the next start.",
+        unit="FILE")
+    tls_key: str = setting(_path, "",
+        "The private key's PEM file of tls_certificate.", unit="FILE")
     metrics: str = setting(_OneOf("off", "public", "token"), "token",
         "Who may read GET /metrics (Prometheus text): 'token' (a bearer token, as for "
         "the plants: request rates and store health are not for anyone who asks), "
@@ -418,6 +425,10 @@ class Config:
         if self.store == "postgresql" and not self.database_url and (
                 {"store", "database_url"} <= read):
             raise ConfigError("setting store=postgresql needs database_url")
+        if bool(self.tls_certificate) != bool(self.tls_key) and (
+                {"tls_certificate", "tls_key"} <= read):
+            raise ConfigError("settings tls_certificate and tls_key go together: the "
+                              "certificate and its key")
         if self.probe_port and self.probe_port == self.port and {"port", "probe_port"} <= read:
             raise ConfigError(f"setting probe_port={self.probe_port} is port too: the probes "
                               "need a port of their own (or 0, none)")

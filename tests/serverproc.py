@@ -199,7 +199,7 @@ class Server:
     def wait_ready(self, timeout=15):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            match = re.search(r"listening on (http://\S+)", "".join(self.stderr))
+            match = re.search(r"listening on (https?://\S+)", "".join(self.stderr))
             if match:
                 self.url = match.group(1)
                 self.host, self.port = urlsplit(self.url).hostname, urlsplit(self.url).port

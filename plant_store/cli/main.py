@@ -117,7 +117,12 @@ def _serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> i
     if cfg.server == "waitress" and cfg.workers > 1:
         raise cfg.blame("workers", "waitress is one process; several workers are for "
                                    "server = granian (on store = postgresql)")
-    clear_text.warn_if_exposed(cfg, [str(address[4][0]) for address in found])
+    if cfg.server == "waitress" and cfg.tls_certificate:
+        raise cfg.blame("tls_certificate", "waitress serves no TLS: serve with server = "
+                                           "granian, or terminate TLS at a proxy "
+                                           "('plant-store docs tls')")
+    clear_text.warn_if_exposed(cfg, [str(address[4][0]) for address in found],
+                               tls=bool(cfg.tls_certificate))
     # Under granian each worker process opens the service, after the fork.
     service = Service(cfg, tokens=tokens) if cfg.server == "waitress" else None
 

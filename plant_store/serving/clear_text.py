@@ -27,5 +27,5 @@ def warn_if_exposed(config: Config, addresses: Iterable[str], *, tls: bool = Fal
         log.warning("serving plain HTTP on %s, beyond loopback, with no TLS, no trusted_proxy "
                     "and require_https off: bearer tokens and plants travel in the clear and "
                     "can be read on the way (RFC 6750 section 5.3); put a TLS proxy in front "
-                    "(the documentation's page 'Deploy behind a reverse proxy'), with "
+                    "('plant-store docs tls'), or serve HTTPS itself (tls_certificate), with "
                     "trusted_proxy and require_https = true", " and ".join(sorted(set(found))))

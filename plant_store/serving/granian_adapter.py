@@ -26,6 +26,7 @@ import multiprocessing
 import multiprocessing.connection
 import multiprocessing.util
 import os
+import pathlib
 import resource
 import signal
 import socket
@@ -161,6 +162,30 @@ def _close(service: Service, probes: Any) -> None:
     logs.drain()  # to stderr, within its timeout: a forked worker runs no atexit
 
 
+def _tls(config: Config) -> dict[str, Any]:
+    """granian's TLS arguments for ``tls_certificate`` and ``tls_key`` (none without),
+    each file checked readable, and the pair checked to match, at start, in one line."""
+    if not config.tls_certificate:
+        return {}
+    import ssl
+
+    for name in ("tls_certificate", "tls_key"):
+        path = getattr(config, name)
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise config.blame(name, f"cannot read {path}: {exc.strerror}") from None
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+            config.tls_certificate, config.tls_key)
+    except ssl.SSLError as exc:
+        raise config.blame("tls_certificate", f"not a certificate and key that go together "
+                                              f"({exc.reason or exc})") from None
+    return {"ssl_cert": pathlib.Path(config.tls_certificate),
+            "ssl_key": pathlib.Path(config.tls_key)}
+
+
 def _server_class() -> type:
     import granian
 
@@ -246,10 +271,14 @@ def serve(config: Config, on_ready: Callable[[str], None] | None, grace: float) 
             "_granian": {"handlers": [], "propagate": True},
             "granian.access": {"handlers": [], "propagate": True}}},
         workers_kill_timeout=math.ceil(grace + config.webhook_timeout) + 1,
+        # HTTPS served directly: read at each start, so a renewed certificate is served
+        # from the next one (files checked readable first: granian's own error is a trace).
+        **_tls(config),
     )
     server.hup_ignored = hup_ignored
     prefix = config.url_prefix
-    url = f"http://{f'[{address}]' if ':' in address else address}:{port}{prefix}"
+    scheme = "https" if config.tls_certificate else "http"
+    url = f"{scheme}://{f'[{address}]' if ':' in address else address}:{port}{prefix}"
     stopped = threading.Event()
 
     def announce() -> None:

@@ -17,7 +17,8 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar, cast
 from urllib.parse import SplitResult, urlsplit
 
-from plant_store.http import forwarded
+from plant_store.logs import LOG_LEVELS
+from plant_store.util import forwarding as forwarded
 from plant_store.util.loopback import clear_text_urls
 
 SECTION = "plant-store"
@@ -102,7 +103,6 @@ class _Flag:
 _flag = _Flag()
 
 
-LOG_LEVELS = ("debug", "info", "warning", "error")  # the order ranks them
 PROXY_HEADERS = tuple(forwarded.HEADERS)
 
 

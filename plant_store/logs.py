@@ -25,6 +25,7 @@ from typing import TextIO
 import orjson
 
 FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
+LOG_LEVELS = ("debug", "info", "warning", "error")  # the order ranks them
 QUEUE_BYTES = 1 << 20  # log text that may wait for stderr: some 9,000 access lines
 DRAIN_TIMEOUT = 2.0  # seconds a stop gives stderr to take the lines that wait
 _second: tuple[int, str] = (-1, "")  # a second and its text

@@ -16,7 +16,7 @@ Several processes (``multiprocess_dir``, a pre-fork server's workers): each coun
 of its own there (the client's multiprocess mode, chosen by ``PROMETHEUS_MULTIPROC_DIR``
 when the client is first imported) and a scrape, whichever worker serves it, sums them all,
 those of workers that have ended included (merged into one archive,
-:mod:`plant_store.serving.metrics_archive`), so counters never go back. The two gauges
+:mod:`plant_store.metrics_archive`), so counters never go back. The two gauges
 (deliveries owed, dead letters) are not kept in those files: they are read from the store
 at each scrape, which the PostgreSQL store's processes share, so no worker's copy can go
 stale when it ends. See :mod:`plant_store.gunicorn_hooks` for making the directory.
@@ -39,9 +39,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from plant_store import prometheus_adapter
+from plant_store import metrics_archive, prometheus_adapter
 from plant_store.config import Config
-from plant_store.serving import metrics_archive
 from plant_store.stores import Store, StoreUnavailable
 from plant_store.stores.base import CAUSES, StoreObserver
 from plant_store.util.single_flight import SingleFlight

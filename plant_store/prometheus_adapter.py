@@ -1,7 +1,7 @@
 """Every reach into prometheus_client's private names (tests/unit/test_library_pins.py pins each
 behaviour relied on).
 
-The metrics archive (:mod:`plant_store.serving.metrics_archive`) writes a file that the client's
+The metrics archive (:mod:`plant_store.metrics_archive`) writes a file that the client's
 ``MultiProcessCollector`` reads as one more worker's: the client has no public writer for
 it. Relied on, as read in prometheus_client 0.26.0:
 

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                           only=args.reads)
         # A command prints its own result; the store's info lines would say it twice.
         level = cfg.log_level if args.command == "serve" else max(
-            cfg.log_level, "warning", key=config.LOG_LEVELS.index)
+            cfg.log_level, "warning", key=logs.LOG_LEVELS.index)
         # A server's lines through a queue: a stalled stderr holds no thread of it.
         logs.configure(level, cfg.log_format, queued=args.command == "serve")
         try:

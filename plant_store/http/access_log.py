@@ -43,9 +43,16 @@ from typing import Any, TextIO
 import falcon
 import orjson
 
-from plant_store.config import LOG_LEVELS
 from plant_store.http.request_id import RequestId
-from plant_store.logs import DRAIN_TIMEOUT, LineQueue, escape, iso_timestamp, own_stream, timestamp
+from plant_store.logs import (
+    DRAIN_TIMEOUT,
+    LOG_LEVELS,
+    LineQueue,
+    escape,
+    iso_timestamp,
+    own_stream,
+    timestamp,
+)
 
 FLUSH_INTERVAL = 0.05  # seconds; a small batch holds the GIL briefly, which keeps p99 down
 MAX_PENDING = 10_000  # lines waiting for the flusher: some 4 MB, 2 s at 5,000 requests/s

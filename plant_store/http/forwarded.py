@@ -27,47 +27,19 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from plant_store.util.forwarding import HEADERS, networks, prefix
+
 if TYPE_CHECKING:
     import falcon
 
-# The environ keys of the headers a proxy may forward, by their names in the settings.
-HEADERS = {
-    "x-forwarded-for": "HTTP_X_FORWARDED_FOR",
-    "x-forwarded-proto": "HTTP_X_FORWARDED_PROTO",
-    "x-forwarded-host": "HTTP_X_FORWARDED_HOST",
-    "x-forwarded-port": "HTTP_X_FORWARDED_PORT",
-    "x-forwarded-prefix": "HTTP_X_FORWARDED_PREFIX",
-    "x-forwarded-by": "HTTP_X_FORWARDED_BY",  # accepted for waitress's sake; says nothing used
-    "forwarded": "HTTP_FORWARDED",
-}
+__all__ = ["HEADERS", "Forwarded", "base_url", "networks", "prefix", "undo_server_scheme"]
+
 _HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?")
-_SEGMENT = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@-]+")  # a path segment, unencoded
 _SCOPE = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # an IPv6 zone: an interface's name or number
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 # Forwarded's pairs: a token, '=', and a token or a quoted string (RFC 7239, section 4).
 _PAIR = re.compile(r'\s*([!#$%&\'*+.^_`|~0-9A-Za-z-]+)=([!#$%&\'*+.^_`|~0-9A-Za-z-:\[\]]+'
                    r'|"(?:[^"\\]|\\.)*")\s*')
-
-
-def networks(text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] | None:
-    """The proxies ``trusted_proxy`` names: None for '*' (any peer), else their networks
-    (an address is a network of one). Raises ValueError for anything else."""
-    if text.strip() == "*":
-        return None
-    return tuple(ipaddress.ip_network(item, strict=False)
-                 for item in text.replace(",", " ").split())
-
-
-def prefix(text: str) -> str | None:
-    """A URL path prefix without its trailing slash ('' for the root), or None when ``text``
-    is not one: only plain segments, none of them '.' or '..'."""
-    text = text.strip().rstrip("/")
-    if not text:
-        return ""
-    segments = text.split("/")
-    if segments[0] or any(s in (".", "..") or not _SEGMENT.fullmatch(s) for s in segments[1:]):
-        return None
-    return text
 
 
 class Forwarded:

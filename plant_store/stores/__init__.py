@@ -2,8 +2,8 @@
 
 import contextlib
 from collections.abc import Iterator
+from typing import Protocol
 
-from plant_store.config import Config
 from plant_store.stores.base import (
     BatchConflict,
     Conflict,
@@ -62,7 +62,23 @@ def needs_driver() -> Iterator[None]:
                          "pip install 'plant-store[postgresql]'") from None
 
 
-def open_store(config: Config, *, lock_timeout: float | None = None,
+class StoreSettings(Protocol):
+    """What :func:`open_store` reads of the settings (``plant_store.config.Config`` has it):
+    declared here, so that the store layer needs nothing from the layers above it."""
+
+    store: str
+    data_dir: str
+    fsync: bool
+    compact_dead_share: float
+    lock_timeout: float
+    database_url: str
+    database_pool_size: int
+    database_timeout: float
+    statement_timeout: float
+    database_prepared_statements: bool
+
+
+def open_store(config: StoreSettings, *, lock_timeout: float | None = None,
                migrate: bool = True) -> Store:
     """The configured store. The memory and JSON-file stores hold ``data_dir``'s lock,
     waiting for its owner to let go up to ``lock_timeout`` seconds (``config.lock_timeout``

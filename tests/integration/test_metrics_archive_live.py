@@ -8,9 +8,9 @@ import types
 import pytest
 
 from conftest import unit_twin
-from plant_store.serving import metrics_archive
+from plant_store import metrics_archive
 
-_twin = unit_twin("serving/test_metrics_archive.py")  # the helpers both halves use
+_twin = unit_twin("test_metrics_archive.py")  # the helpers both halves use
 WORKERS, write_worker, scrape = _twin.WORKERS, _twin.write_worker, _twin.scrape
 
 

@@ -41,9 +41,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from plant_store import metrics_archive, prometheus_adapter
 from plant_store.config import Config
+from plant_store.http.routes import ROUTES
 from plant_store.stores import Store, StoreUnavailable
 from plant_store.stores.base import CAUSES, StoreObserver
-from plant_store.util.single_flight import SingleFlight
 
 disable_created_metrics()  # the *_created series: a second time series per series, unused
 
@@ -69,9 +69,11 @@ class NoMetrics(StoreObserver):
     """What the service tells its metrics, each call doing nothing (``metrics = off``):
     every part tells them unconditionally."""
 
-    # The app's router (create_app sets it), to name the route of a request refused
-    # before routing: a 401's.
-    router: falcon.routing.CompiledRouter | None = None
+    content_type = CONTENT_TYPE_LATEST  # of the exposition
+
+    def exposition(self) -> bytes:
+        """The text a scrape gets: nothing counted, nothing to say."""
+        return b""
 
     def request(self, req: falcon.Request, resp: falcon.Response, seconds: float) -> None:
         """One request answered by the app."""
@@ -171,7 +173,7 @@ class Metrics(NoMetrics):
 
     def _route_of(self, path: str) -> str:
         """The route template the router would choose for ``path``, or ``unmatched``."""
-        found = self.router.find(path) if self.router and path.startswith("/") else None
+        found = _ROUTER.find(path) if path.startswith("/") else None
         return (found[3] or UNMATCHED) if found else UNMATCHED  # a match has its template
 
     def refused_by_server(self, method: str, path: str, status: int) -> None:
@@ -276,17 +278,20 @@ class _OutboxGauges:
                                 "Webhook deliveries kept as dead letters.", dead)
 
 
-class MetricsResource:
-    """``GET /metrics``. Concurrent scrapes share one exposition (:class:`SingleFlight`):
-    a scrape costs about as much as seven ``/health`` requests, and a flood of them would
-    otherwise take the CPU that creates need; none is answered with counts older than
-    itself."""
+def _router() -> falcon.routing.CompiledRouter:
+    """The app's routes (http.routes), compiled here, to name the route of a request
+    refused before routing (a 401's) as the app's router would."""
+    router = falcon.routing.CompiledRouter()
+    for template in ROUTES:
+        router.add_route(template, _Named())
+    return router
 
-    def __init__(self, metrics: Metrics) -> None:
-        self._exposition = SingleFlight(metrics.exposition)
+
+class _Named:
+    """A resource that answers nothing: the router only names the template."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.data = self._exposition()
-        resp.content_type = CONTENT_TYPE_LATEST
+        """Never called."""
 
-    on_head = on_get  # the same answer, without its body (Falcon drops it)
+
+_ROUTER = _router()

@@ -39,13 +39,13 @@ class Service:
         self._owns_store = store is None
         self.store = store if store is not None else open_store(config,
                                                                 lock_timeout=lock_timeout)
-        self.webhooks: webhooks.WebhookWorker | None = None
+        self.webhooks: webhooks.WebhookWorker | webhooks.NoWebhooks = webhooks.NoWebhooks()
         try:
             self.metrics = metrics.for_config(config, self.store, metrics_dir)
             self.webhooks = webhooks.start(config, self.store, self.metrics.attempted)
             self.app: falcon.App[falcon.Request, falcon.Response] = create_app(
                 config, store=self.store, tokens=self.tokens, webhooks=self.webhooks,
-                counted=self.metrics, log_stream=log_stream)
+                metrics=self.metrics, log_stream=log_stream)
         except BaseException:
             self.close()
             raise
@@ -53,9 +53,8 @@ class Service:
     def close(self) -> None:
         """Deliveries in flight end (bounded by ``webhook_timeout``), then the store lets
         go. Idempotent."""
-        worker, self.webhooks = self.webhooks, None
-        if worker is not None:
-            worker.stop()
+        worker, self.webhooks = self.webhooks, webhooks.NoWebhooks()
+        worker.stop()
         if self._owns_store:
             self._owns_store = False
             self.store.close()

@@ -19,6 +19,7 @@ import falcon
 
 from plant_store.app import create_app
 from plant_store.config import Config
+from plant_store.metrics import for_config
 from plant_store.stores import MemoryStore
 from plant_store.tokens import StaticTokens, TokenError
 
@@ -38,7 +39,8 @@ def make_app(
                              f"its label, or a StaticTokens, not {type(tokens).__name__}")
         tokens = StaticTokens(tokens)
     config = Config(**{"store": "memory", **settings})
-    return create_app(config, store=MemoryStore(), tokens=tokens)
+    store = MemoryStore()
+    return create_app(config, store=store, tokens=tokens, metrics=for_config(config, store))
 
 
 try:

@@ -19,6 +19,7 @@ from browser import Browser, find_chromium
 from pgserver import PostgresServer, find_bindir
 from plant_store.app import create_app
 from plant_store.config import Config
+from plant_store.metrics import for_config
 from plant_store.stores import JsonFileStore, MemoryStore
 from plant_store.tokens import TokenFile
 from plant_store.util.words import counted
@@ -184,7 +185,8 @@ def app(config, tokens, token):
     """The WSGI app under WebTest, with the token sent on every request."""
     store = MemoryStore()
     test_app = webtest.TestApp(
-        create_app(config, store=store, tokens=tokens, log_stream=io.StringIO()),
+        create_app(config, store=store, tokens=tokens, log_stream=io.StringIO(),
+                   metrics=for_config(config, store)),
         extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"},
     )
     test_app.store = store

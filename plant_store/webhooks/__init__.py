@@ -2,6 +2,6 @@
 per attempt, and the hand-over by which ``plant-store webhooks retry`` asks a running server
 to send dead letters again."""
 
-from plant_store.webhooks.worker import WebhookWorker, start
+from plant_store.webhooks.worker import NoWebhooks, WebhookWorker, start
 
-__all__ = ["WebhookWorker", "start"]
+__all__ = ["NoWebhooks", "WebhookWorker", "start"]

@@ -266,8 +266,19 @@ class WebhookWorker:
         retry_requests.take(self._data_dir, act, self._ignored_requests)
 
 
-def start(config: Config, store: Store,
-          on_attempt: Callable[[str], None] | None = None) -> WebhookWorker | None:
+class NoWebhooks:
+    """Webhooks off (no ``webhook_secret``): a worker that sends nothing, so that the app
+    and the service call a worker whatever the settings, with no None to check."""
+
+    def wake(self) -> None:
+        """Nothing to send."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+
+def start(config: Config, store: Store, on_attempt: Callable[[str], None] | None = None
+          ) -> WebhookWorker | NoWebhooks:
     """A running worker when deliveries can be signed (``webhook_secret``): it sends what
     creates owe to ``webhook_urls``, what the outbox still owes to URLs since removed from
     them, and dead letters an operator asks for again. Says at start what is owed to URLs
@@ -290,5 +301,5 @@ def start(config: Config, store: Store,
                     "their signatures travel in the clear (use https://; require_https "
                     "refuses these)", " and ".join(plain))
     if not config.webhook_secret:
-        return None
+        return NoWebhooks()
     return WebhookWorker(store, config, on_attempt).start()

@@ -20,9 +20,9 @@ import falcon
 import falcon.testing
 import pytest
 
-from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.http.request_id import RequestId
+from plant_store.service import Service
 from plant_store.serving.lazy_app import UNAVAILABLE
 from plant_store.stores import JsonFileStore, Plant, open_store
 from plant_store.stores.lock import StoreLocked
@@ -375,7 +375,7 @@ def test_a_second_store_in_the_same_process_is_refused_at_once(tmp_path, store):
             "directory per process; close it first, or share it (create_app(config, "
             "store=...))")
     with open_store(config):
-        for second in (lambda: open_store(config), lambda: create_app(config)):
+        for second in (lambda: open_store(config), lambda: Service(config)):
             started = time.monotonic()
             with pytest.raises(StoreLocked) as refused:
                 second()

@@ -11,8 +11,9 @@ import webtest
 from plant_store.app import create_app
 from plant_store.config import Config, ConfigError
 from plant_store.http import access_log
+from plant_store.stores import MemoryStore
 from plant_store.testing import make_app
-from plant_store.tokens import StaticTokens
+from plant_store.tokens import StaticTokens, TokenFile
 
 
 def test_make_app_accepts_its_tokens_only():
@@ -27,26 +28,41 @@ def test_static_tokens():
     assert StaticTokens({"t": "ci"}).verify("t") == "ci"
 
 
-@pytest.mark.parametrize("settings,kwargs,says", [
-    ({}, {"tokens": StaticTokens(["t"])}, "pass store= or name a data_dir"),
-    ({"store": "memory"}, {}, "pass tokens="),
-    ({"store": "memory", "webhook_urls": "http://127.0.0.1:9/hook",
-      "webhook_secret": "whsec_" + "A" * 32}, {"tokens": StaticTokens(["t"])},
-     "no worker delivers"),
-])
-def test_create_app_refuses_its_traps_in_one_line(tmp_path, monkeypatch, settings, kwargs,
-                                                  says):
+def test_create_app_opens_nothing_and_asks_for_what_it_needs(tmp_path, monkeypatch):
+    """Issue 44: the composition root opens nothing (the Service does): a store and tokens
+    are passed in, or the call fails at once, naming them; nothing is made on disk."""
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError, match=says) as raised:
-        create_app(Config(**settings), **kwargs)
-    assert "\n" not in str(raised.value)
+    with pytest.raises(TypeError, match="store"):
+        create_app(Config(), tokens=StaticTokens(["t"]))
+    with pytest.raises(TypeError, match="tokens"):
+        create_app(Config(store="memory"), store=MemoryStore())
     assert list(tmp_path.iterdir()) == []  # no ./plant-store-data was made
 
 
-def test_a_named_data_dir_is_opened(tmp_path):
-    app = create_app(Config(data_dir=str(tmp_path / "d")), log_stream=io.StringIO())
-    webtest.TestApp(app).get("/health")
-    assert (tmp_path / "d").is_dir()
+def test_create_app_refuses_webhook_urls_without_a_worker_in_one_line():
+    config = Config(store="memory", webhook_urls="http://127.0.0.1:9/hook",
+                    webhook_secret="whsec_" + "A" * 32)
+    with pytest.raises(ConfigError, match="no worker delivers") as raised:
+        create_app(config, store=MemoryStore(), tokens=StaticTokens(["t"]))
+    assert "\n" not in str(raised.value)
+
+
+def test_without_metrics_the_app_counts_nothing_and_serves_no_metrics():
+    app = webtest.TestApp(create_app(Config(store="memory"), store=MemoryStore(),
+                                     tokens=StaticTokens(["t"]), log_stream=io.StringIO()))
+    app.get("/metrics", headers={"Authorization": "Bearer t"}, status=404)
+    app.get("/plants", headers={"Authorization": "Bearer t"}, status=200)
+
+
+def test_the_service_opens_the_named_data_dir_and_closes_it(tmp_path):
+    from plant_store.service import Service
+
+    with Service(Config(data_dir=str(tmp_path / "d")), log_stream=io.StringIO()) as service:
+        webtest.TestApp(service.app).get("/health")
+        assert (tmp_path / "d").is_dir()
+        app = webtest.TestApp(service.app)
+        token = TokenFile(str(tmp_path / "d" / "tokens.json")).add("t")
+        app.get("/metrics", headers={"Authorization": f"Bearer {token}"}, status=200)
 
 
 class Kept(logging.Handler):
@@ -121,7 +137,8 @@ def test_a_raising_host_handler_ends_neither_the_flusher_nor_later_lines():
 def test_a_memory_store_app_takes_no_lock_in_the_current_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for _ in range(2):  # a second app in the process too
-        create_app(Config(store="memory"), tokens=StaticTokens(["t"]), log_stream=io.StringIO())
+        create_app(Config(store="memory"), store=MemoryStore(), tokens=StaticTokens(["t"]),
+                   log_stream=io.StringIO())
     assert list(tmp_path.iterdir()) == []
 
 

@@ -15,6 +15,7 @@ from conftest import FaultyStore
 from plant_store import metrics
 from plant_store.app import create_app
 from plant_store.config import Config
+from plant_store.metrics import for_config
 from plant_store.stores import JsonFileStore, MemoryStore, Plant
 from plant_store.tokens import TokenFile
 
@@ -44,7 +45,8 @@ def metered_app(tmp_path, store, **settings):
     config = Config(data_dir=str(tmp_path / "data"), **settings)
     tokens = TokenFile(str(tmp_path / "tokens.json"), recheck=0)
     token = tokens.add("t")
-    return webtest.TestApp(create_app(config, store=store, tokens=tokens, log_stream=io.StringIO()),
+    return webtest.TestApp(create_app(config, store=store, tokens=tokens, log_stream=io.StringIO(),
+                                      metrics=for_config(config, store)),
                            extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
 
 

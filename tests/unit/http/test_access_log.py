@@ -18,13 +18,15 @@ from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.http.access_log import FLUSH_INTERVAL, AccessLog, flush_all
 from plant_store.logs import FORMAT, LineQueue, TextFormatter, escape, timestamp
+from plant_store.metrics import for_config
 from plant_store.stores import MemoryStore
 
 
 def logged_app(tokens, token, log_level="info"):
     stream = io.StringIO()
-    app = create_app(Config(store="memory", log_level=log_level), store=MemoryStore(),
-                     tokens=tokens, log_stream=stream)
+    config, store = Config(store="memory", log_level=log_level), MemoryStore()
+    app = create_app(config, store=store, tokens=tokens, log_stream=stream,
+                     metrics=for_config(config, store))
     return webtest.TestApp(app, extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"}), stream
 
 
@@ -162,8 +164,8 @@ def test_lines_a_full_log_queue_refuses_are_counted_in_the_metrics(tokens, token
     fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ: as small as Linux makes a pipe
     queue = LineQueue(w, TextFormatter(FORMAT), limit=1000)
     app = webtest.TestApp(
-        create_app(Config(store="memory"), store=MemoryStore(), tokens=tokens,
-                   log_stream=queue),
+        create_app(Config(store="memory"), store=(store := MemoryStore()), tokens=tokens,
+                   log_stream=queue, metrics=for_config(Config(store="memory"), store)),
         extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
     for _ in range(300):
         app.get("/nope", status=404)

@@ -19,6 +19,7 @@ from plant_store import metrics
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.http.rate_limit import Buckets
+from plant_store.metrics import for_config
 from plant_store.stores import MemoryStore
 from plant_store.tokens import StaticTokens
 from plant_store.util.single_flight import SingleFlight
@@ -110,8 +111,10 @@ ALICE, BOB = "alice-token", "bob-token"
 
 def make_app(proxy="", **settings):
     config = Config(store="memory", trusted_proxy=proxy, **settings)
-    return webtest.TestApp(create_app(config, store=MemoryStore(), log_stream=io.StringIO(),
-                                      tokens=StaticTokens({ALICE: "alice", BOB: "bob"})))
+    store = MemoryStore()
+    return webtest.TestApp(create_app(config, store=store, log_stream=io.StringIO(),
+                                      tokens=StaticTokens({ALICE: "alice", BOB: "bob"}),
+                                      metrics=for_config(config, store)))
 
 
 def bearer(token):
@@ -326,7 +329,7 @@ def test_concurrent_scrapes_of_the_app_share_expositions():
 
     store = MemoryStore()
     app = create_app(Config(store="memory", metrics="public"), store=store,
-                     tokens=StaticTokens([ALICE]), counted=SlowMetrics(store),
+                     tokens=StaticTokens([ALICE]), metrics=SlowMetrics(store),
                      log_stream=io.StringIO())
     client = falcon.testing.TestClient(app)
     answers = []

@@ -75,6 +75,8 @@ def escape(text: str) -> str:
 
 
 class TextFormatter(logging.Formatter):
+    """The text log line: ``logging``'s format with the service's timestamps."""
+
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return timestamp(record.created)
 

@@ -95,6 +95,9 @@ class NoMetrics(StoreObserver):
 
 
 class Metrics(NoMetrics):
+    """The service's Prometheus metrics: requests, refusals, store writes and 503s, webhook
+    attempts and the outbox, for one process or every worker of a pre-fork server."""
+
 
     def __init__(self, store: Store, multiprocess_dir: str | None = None) -> None:
         self._store = store

@@ -39,6 +39,8 @@ class TokenFileError(TokenError):
 
 @dataclass(frozen=True)
 class TokenEntry:
+    """One token as the file keeps it: its hash, label and creation time, never the token."""
+
     label: str
     sha256: str
     created: str
@@ -96,6 +98,9 @@ class StaticTokens:
 
 
 class TokenFile:
+    """Tokens kept in a JSON file as SHA-256 hashes, read again when the file changes (so a
+    revoke reaches running servers within a second)."""
+
     def __init__(
         self, path: str, *, recheck: float = 1.0, clock: Callable[[], float] = time.monotonic
     ) -> None:

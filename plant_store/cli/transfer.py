@@ -50,6 +50,8 @@ class TransferError(Exception):
 
 
 class Imported(NamedTuple):
+    """What an import did: how many plants it created and how many it found stored already."""
+
     created: int  # plants this import created
     replayed: int  # plants that were already stored, the same
 

@@ -63,6 +63,9 @@ _CODES: dict[Any, int] = {}  # a status as the app set it -> its code
 
 
 class AccessLog:
+    """The middleware that writes one access line per answer (and tells the metrics), in
+    batches, off the request's thread."""
+
     def __init__(
         self, stream: TextIO | None, log_level: str, quiet_paths: frozenset[str],
         quiet_prefixes: tuple[str, ...] = (), log_format: str = "text",

@@ -37,6 +37,9 @@ def verifier(tokens: Tokens) -> Callable[[str | None], bool]:
 
 
 class BearerAuth:
+    """The middleware that lets a request through only with a valid bearer token (public
+    paths aside): 401 with ``WWW-Authenticate`` otherwise."""
+
     def __init__(self, tokens: Tokens, public_paths: frozenset[str],
                  public_prefixes: tuple[str, ...] = (), *, preflight: bool = False,
                  on_refused: Callable[[str], None] = lambda reason: None) -> None:

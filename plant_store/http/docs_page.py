@@ -61,6 +61,8 @@ def _asset(name: str) -> tuple[bytes, str]:
 
 
 class DocsPageResource:
+    """``GET /docs``: the interactive page (Swagger UI), or a 404 saying how to install it."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         if not INSTALLED:
             raise falcon.HTTPNotFound(description=NOT_INSTALLED)
@@ -74,6 +76,8 @@ class DocsPageResource:
 
 
 class DocsAssetResource:
+    """``GET /docs/{name}``: the page's files, served by name from a fixed list."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         if name not in ASSETS or (not INSTALLED and name != "docs_page.js"):
             raise falcon.HTTPNotFound()

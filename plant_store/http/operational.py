@@ -21,6 +21,8 @@ READY = orjson.dumps({"status": "ready", "version": __version__})  # which relea
 
 
 class HealthResource:
+    """``GET /health``: liveness, 200 whenever the process serves; it asks the store nothing."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.data = HEALTHY
         resp.content_type = falcon.MEDIA_JSON
@@ -29,6 +31,9 @@ class HealthResource:
 
 
 class ReadyResource:
+    """``GET /ready``: 200 (and the release) while the store can take writes, else 503
+    naming why."""
+
     def __init__(self, store: Store) -> None:
         self._store = store
 

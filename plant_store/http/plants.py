@@ -61,6 +61,9 @@ _TAG_RULE = (f"Must be given once, and at most {MAX_TAG_FILTER} characters (a lo
 
 
 class PlantsResource:
+    """``/plants``: create (POST, a NewPlant in, the Plant out) and list (GET, pages of
+    Plants, all or one tag's)."""
+
     def __init__(
         self, store: Store, max_body_size: int, page_size: int = 100, max_page_size: int = 1000,
         webhooks: tuple[str, ...] = (), on_created: Callable[[], None] | None = None,

@@ -21,6 +21,9 @@ _SANE = re.compile(r"[A-Za-z0-9._:@/+=-]{1,200}")
 
 
 class RequestId:
+    """A request's id: the client's ``X-Request-ID`` when it is a sane one, else a new one;
+    echoed on the answer and put in the access line."""
+
     def __init__(self) -> None:
         self._restart()
         _live.add(self)

@@ -36,6 +36,8 @@ class JsonInteger(fields.Field[int]):
 
 
 class PlantSchema(Schema):
+    """The Plant as the API answers it: name, and tag when there is one; never the id."""
+
     name = fields.String(required=True)
     tag = fields.String()
 
@@ -47,6 +49,8 @@ class PlantSchema(Schema):
 
 
 class NewPlantSchema(PlantSchema):
+    """A NewPlant as a client sends it: an int64 id, a name, an optional tag (a string)."""
+
     id = JsonInteger(64, required=True)
 
     class Meta:
@@ -68,6 +72,8 @@ class PlantUpdateSchema(PlantSchema):
 
 
 class ErrorSchema(Schema):
+    """The Error shape of every refusal: the status as an integer, and a sentence."""
+
     error = JsonInteger(32, required=True)
     message = fields.String(required=True)
 

@@ -126,6 +126,9 @@ def check_delete(stored: Versioned, condition: Condition | None) -> None:
 
 
 class Store(abc.ABC):
+    """What every store promises (the module's docstring): plants by id, in creation order,
+    and the webhook outbox beside them."""
+
     observer = StoreObserver()  # an app's metrics replace it on the store they serve
 
     @abc.abstractmethod

@@ -36,6 +36,8 @@ from plant_store.stores.tags import TagIndex
 
 
 class MemoryStore(Store):
+    """Plants in a dict under a lock, gone when the process ends."""
+
     def __init__(self, data_dir: str | None = None, *, lock_timeout: float = 0.0) -> None:
         """With ``data_dir``, hold its ``plants.lock`` (waiting up to ``lock_timeout``
         seconds for its owner) until :meth:`close`."""

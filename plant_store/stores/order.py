@@ -15,6 +15,9 @@ MIN_REBUILD = 1024  # tombstones kept at least, so small stores do not rebuild o
 
 
 class CreationOrder:
+    """Plant ids in creation order, by sequence number, with tombstones (the module's
+    docstring)."""
+
     def __init__(self, ids: dict[int, int] | None = None, next_seq: int = 0) -> None:
         ids = ids or {}  # sequence number -> plant id, as a replay found them (in order)
         seqs = sorted(ids)

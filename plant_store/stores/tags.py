@@ -6,6 +6,8 @@ from plant_store.stores.order import CreationOrder
 
 
 class TagIndex:
+    """Each tag's plants in creation order: a listing by tag costs its page, not the store."""
+
     def __init__(self, seqs: dict[str, dict[int, int]] | None = None) -> None:
         """``seqs``: each tag's plants, sequence number -> id, as a replay found them."""
         self._orders = {tag: CreationOrder(ids) for tag, ids in (seqs or {}).items()}

@@ -67,6 +67,8 @@ class Ticket:
 
 
 class AppendLog:
+    """An append-only file with group commit, rollback and a swap (the module's invariants)."""
+
     def __init__(self, path: str, fd: int, syscalls: Syscalls, *, fsync: bool = True,
                  lock_fd: int = -1, on_sync: Callable[[float], None] = lambda seconds: None,
                  ) -> None:

@@ -35,6 +35,8 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class CorruptJournal(StoreError):
+    """A line before the last is not a valid record: the file is refused, never repaired."""
+
     def __init__(self, path: str, lineno: int, reason: str) -> None:
         super().__init__(f"{path}: line {lineno} is corrupt ({reason}); the file was not changed")
         self.path, self.lineno, self.reason = path, lineno, reason

@@ -52,6 +52,9 @@ PAGE_TRIES = 3  # reads of a page whose writes were rolled back, before it gives
 
 
 class JsonFileStore(Store):
+    """The durable default: plants in an append-only JSON Lines file, indexed in memory (the
+    module's docstring)."""
+
     # The system calls of the write paths, as seams for fault-injection tests.
     _write = staticmethod(os.write)
     _fsync_fd = staticmethod(os.fsync)

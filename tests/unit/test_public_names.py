@@ -70,3 +70,19 @@ def test_at_most_fifteen_modules_stay_at_the_top():
     assert len(modules) <= 15, modules
     layers = {path.name for path in top.iterdir() if (path / "__init__.py").exists()}
     assert {"http", "serving", "webhooks", "cli", "stores", "util"} <= layers
+
+
+def test_the_gunicorn_config_module_carries_every_setting_and_hook(monkeypatch, tmp_path):
+    """The hooks live in serving/ (issue 44); ``-c python:plant_store.gunicorn_hooks``
+    reads the names of that module, so each gunicorn setting or hook the real module
+    defines is named there too."""
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    from gunicorn.config import KNOWN_SETTINGS
+
+    known = {setting.name for setting in KNOWN_SETTINGS}
+    real = importlib.import_module("plant_store.serving.gunicorn_hooks")
+    public = importlib.import_module("plant_store.gunicorn_hooks")
+    defined = {name for name in vars(real) if name in known}
+    assert {"on_starting", "post_worker_init", "child_exit", "logger_class"} <= defined
+    assert {name: getattr(public, name, None) for name in defined} == {
+        name: getattr(real, name) for name in defined}

@@ -44,7 +44,7 @@ def test_the_support_table_matches_setup_cfg_and_the_hooks():
                  "prometheus_client", "orjson", "standardwebhooks", "swagger-ui-py"):
         assert same(rows[name][0]) == same(pinned[name]), name
     # Read, not imported: importing the hooks names a metrics directory in os.environ.
-    hooks = (ROOT / "plant_store" / "gunicorn_hooks.py").read_text()
+    hooks = (ROOT / "plant_store" / "serving" / "gunicorn_hooks.py").read_text()
     oldest = ".".join(re.search(r"^OLDEST = \((\d+), (\d+)\)", hooks, re.MULTILINE).groups())
     assert rows["gunicorn"][0] == f">={oldest}"
     assert same(pinned["gunicorn"]) == same(f">={oldest},<{oldest[:-1]}{int(oldest[-1]) + 1}")

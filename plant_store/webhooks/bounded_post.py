@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from plant_store.logs import escape
+from plant_store.webhooks.http_client_adapter import connect_with
 
 ANSWER_LIMIT = 65536  # bytes of the answer's body read; only its status matters
 
@@ -143,9 +144,7 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str 
     except ValueError as exc:
         return escape(f"ValueError: {url}: {exc}")[:ERROR_LIMIT]
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    # http.client's hook for how a connection connects: an attribute typeshed leaves out.
-    connection._create_connection = connector(  # type: ignore[attr-defined]
-        time.monotonic() + timeout)
+    connect_with(connection, connector(time.monotonic() + timeout))
     watchdog = Watchdog(connection, timeout)
     error = None
     try:

@@ -95,3 +95,27 @@ def test_a_batch_observed_through_the_histograms_attributes_equals_observe_each(
         samples.append([(s.name, s.labels, s.value) for metric in registry.collect()
                         for s in metric.samples])
     assert samples[0] == samples[1]
+
+
+def test_http_client_connects_through_create_connection():
+    """webhooks/http_client_adapter.py relies on ``HTTPConnection.connect()`` opening its
+    socket through ``self._create_connection`` (address, timeout, source address): a
+    Python whose http.client no longer does would connect around the webhook's checks."""
+    import http.client
+
+    from plant_store.webhooks.http_client_adapter import connect_with
+
+    called = []
+
+    class Refused(Exception):
+        pass
+
+    def connector(address, timeout=None, source_address=None):
+        called.append(address)
+        raise Refused
+
+    connection = http.client.HTTPConnection("192.0.2.1", 9, timeout=1)
+    connect_with(connection, connector)
+    with pytest.raises(Refused):
+        connection.connect()
+    assert called == [("192.0.2.1", 9)], "http.client no longer connects via _create_connection"

@@ -8,6 +8,7 @@ import threading
 import time
 
 import psycopg_pool
+import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families

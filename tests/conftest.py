@@ -288,11 +288,12 @@ def pytest_runtest_setup(item):
                     "belongs in tests/integration")
 
 
-def store_contract():
-    """The store contract's tests (tests/unit/stores/test_stores.py), for a module that runs
-    them on another store: ``globals().update(store_contract())`` and a ``store`` there."""
-    path = UNIT / "stores" / "test_stores.py"
-    spec = importlib.util.spec_from_file_location("store_contract", path)
+def store_contract(name="test_stores.py"):
+    """A store contract's tests (tests/unit/stores/``name``: the plant operations', or the
+    outbox protocol's, test_outbox_contract.py), for a module that runs them on another
+    store: ``globals().update(store_contract())`` and a ``store`` there."""
+    path = UNIT / "stores" / name
+    spec = importlib.util.spec_from_file_location(f"store_contract.{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return {name: value for name, value in vars(module).items() if name.startswith("test_")}

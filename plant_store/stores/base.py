@@ -125,11 +125,9 @@ def check_delete(stored: Versioned, condition: Condition | None) -> None:
             raise PreconditionFailed(stored.plant, header)
 
 
-class Store(abc.ABC):
-    """What every store promises (the module's docstring): plants by id, in creation order,
-    and the webhook outbox beside them."""
-
-    observer = StoreObserver()  # an app's metrics replace it on the store they serve
+class PlantStore(abc.ABC):
+    """The plant operations: plants by id, in creation order, each with its version
+    (contract: tests/unit/stores/test_stores.py, on every store)."""
 
     @abc.abstractmethod
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
@@ -193,6 +191,13 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def __len__(self) -> int:
         """How many plants are stored."""
+
+
+
+class OutboxStore(abc.ABC):
+    """The outbox protocol: the webhook deliveries creates owe, kept beside the plants, and
+    how workers take them lane by lane (contract: tests/unit/stores/
+    test_outbox_contract.py, on every store)."""
 
     @abc.abstractmethod
     def deliveries(self, *, dead: bool = False) -> list[Delivery]:
@@ -260,6 +265,14 @@ class Store(abc.ABC):
         the lease, so that no two workers both make the last try; one that a single worker
         owns counts it when the outcome is settled."""
         return delivery.attempts + 1
+
+
+
+class Store(PlantStore, OutboxStore):
+    """What every store promises (the module's docstring): the plant operations and the
+    outbox protocol, one store's, and its readiness and end."""
+
+    observer = StoreObserver()  # an app's metrics replace it on the store they serve
 
     def check(self) -> None:
         """Raise :class:`StoreUnavailable`, saying why, unless the store can take writes

@@ -144,10 +144,12 @@ def main():
     parser.add_argument("--renew", type=float, default=25)
     parser.add_argument("--warmup", type=float, default=10)
     parser.add_argument("--duration", type=float, default=45)
+    parser.add_argument("--server", default="waitress", help="waitress or granian")
     args = parser.parse_args()
     probes = free_port()
     with tempfile.TemporaryDirectory() as data, plant_store(
-            data, "--probe-port", str(probes), tree=args.tree) as (host, port, token, proc):
+            data, "--probe-port", str(probes), "--server", args.server,
+            tree=args.tree) as (host, port, token, proc):
         assert request(host, port, "GET", BUNDLE)[0] == 200, "no bundle: install [docs-page]"
         attack = Attack((host, port), args.connections, args.requests, args.read, args.every,
                         args.renew)

@@ -51,9 +51,13 @@ LOGGERS = {
     "plant_store.webhooks.retry_requests": "plant_store.retry_requests",
     "plant_store.http.errors": "plant_store.errors",
     "plant_store.http.access_log": "plant_store.access",
-    "plant_store.cli.main": "plant_store.cli",
+    "plant_store.cli.serve": "plant_store.cli",  # serve's lines (in cli.main before issue 44)
     "plant_store.stores.jsonfile.store": "plant_store.stores.jsonfile",
     "plant_store.stores.jsonfile.appendlog": "plant_store.stores.appendlog",
+    # The PostgreSQL store's parts log under the store's name (issue 44 split them out).
+    "plant_store.stores.postgres.attempts": "plant_store.stores.postgres.store",
+    "plant_store.stores.postgres.session": "plant_store.stores.postgres.store",
+    "plant_store.stores.postgres.store": "plant_store.stores.postgres.store",
 }
 
 

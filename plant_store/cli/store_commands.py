@@ -1,0 +1,125 @@
+"""``plant-store check``, ``compact``, ``export`` and ``import``: a store read or
+rewritten as a whole, by an operator, with the server stopped where it must be."""
+
+import argparse
+import sys
+
+from plant_store import config
+from plant_store.cli import transfer
+from plant_store.cli.common import drop_stdout, need_journal
+from plant_store.cli.grammar import STORE, Commands, command
+from plant_store.stores import JsonFileStore, Store, StoreError, jsonfile, open_store
+from plant_store.stores.lock import StoreLocked
+from plant_store.util.words import counted
+
+
+def register(commands: Commands) -> None:
+    command(commands, "check", "read the JSON-file store and report its state; changes "
+                               "nothing, works beside a running server", ("data_dir",),
+            ("store",), handler=check)
+    command(commands, "compact", "rewrite the JSON-file store without its dead records "
+                                 "(server stopped: a running one compacts by itself)",
+            ("data_dir", "fsync"), ("store",), handler=compact)
+
+    export = command(commands, "export", "write every plant as JSON Lines, one NewPlant a "
+                                         "line, in creation order (a JSON-file store's server "
+                                         "stopped)", STORE, handler=export_plants)
+    export.add_argument("--output", metavar="FILE", default="-",
+                        help="file to write, replaced only once whole [default: standard "
+                             "output]")
+    load = command(commands, "import", "create the plants of a JSON Lines file in its "
+                                       "order, skipping those already there (a "
+                                       "JSON-file store's server stopped); run it again "
+                                       "to resume",
+                   (*STORE, "fsync", "max_body_size"), handler=import_plants)
+    load.add_argument("--input", metavar="FILE", default="-",
+                      help="file to read [default: standard input]")
+
+
+def check(args: argparse.Namespace, cfg: config.Config) -> int:
+    need_journal(cfg, "check")
+    state = jsonfile.inspect(cfg.data_dir)  # raises CorruptJournal, reported by main
+    owed, dead = len(state.outbox.list()), len(state.outbox.list(dead=True))
+    print(f"{state.path}: {counted(len(state.index), 'plant')} in {state.size} bytes; OK")
+    print(f"{state.path}: {counted(state.records, 'record')}, "
+          f"{counted(owed, 'webhook delivery', 'webhook deliveries')} owed, "
+          f"{counted(dead, 'dead letter')}")
+    if state.torn:
+        print(f"{state.path}: a torn last record of {state.torn} bytes will be dropped "
+              "at the next start")
+    return 0
+
+
+def compact(args: argparse.Namespace, cfg: config.Config) -> int:
+    need_journal(cfg, "compact")
+    try:
+        store = JsonFileStore(cfg.data_dir, fsync=cfg.fsync, compact_share=0)
+    except StoreLocked as exc:
+        raise StoreError(f"{exc}; a running server compacts by itself") from None
+    with store:
+        before, after = store.compact()
+    print(f"{store.path}: compacted from {before} to {after} bytes")
+    return 0
+
+
+def _need_lasting(cfg: config.Config, command: str) -> None:
+    """A memory store opened here is this command's own: empty when it starts and gone when
+    it ends. Exported, it would replace a backup with an empty file; imported into, it
+    would keep nothing. Refused before any file is read, written or made."""
+    if cfg.store == "memory":
+        raise cfg.blame("store", f"'plant-store {command}' needs a store that outlives it: "
+                                 "a memory store here is this command's own, empty, and "
+                                 "gone when it ends (a server's cannot be reached)")
+
+
+def export_plants(args: argparse.Namespace, cfg: config.Config) -> int:
+    """Refused while a server holds the store (lock_timeout 0): one line, exit 2. It only
+    reads: a PostgreSQL schema that lacks migrations is refused, not migrated."""
+    path = args.output
+    _need_lasting(cfg, "export")
+    if cfg.store == "jsonfile":
+        need_journal(cfg, "export")
+    try:
+        with open_store(cfg, lock_timeout=0, migrate=False) as store:
+            if path != "-":
+                with transfer.output_file(path) as out:
+                    count = transfer.export(store, out)
+            else:
+                count = _export_to_stdout(store)
+    except KeyboardInterrupt:  # Ctrl-C
+        left = "standard output has a part of it" if path == "-" else f"{path} is unchanged"
+        raise transfer.TransferError(f"export interrupted; {left}") from None
+    print(f"exported {count}", file=sys.stderr)
+    return 0
+
+
+def _export_to_stdout(store: Store) -> int:
+    try:
+        count = transfer.export(store, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+    except OSError as exc:  # a closed pipe, say: no traceback, and none at exit
+        drop_stdout()
+        raise transfer.TransferError(f"cannot write standard output: {exc.strerror}") from None
+    return count
+
+
+def import_plants(args: argparse.Namespace, cfg: config.Config) -> int:
+    """Refused while a server holds the store (lock_timeout 0): one line, exit 2."""
+    path = args.input
+    _need_lasting(cfg, "import")
+    name = "standard input" if path == "-" else path
+    try:
+        source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise transfer.TransferError(f"cannot read {name}: {exc.strerror}") from None
+    try:
+        with source, open_store(cfg, lock_timeout=0) as store:
+            # Ctrl-C in it names the line
+            result = transfer.import_lines(store, source, cfg.max_body_size)
+    except OSError as exc:  # the store raises StoreError: this is the input
+        raise transfer.TransferError(f"cannot read {name}: {exc.strerror}") from None
+    except KeyboardInterrupt:  # Ctrl-C while the store opened
+        raise transfer.TransferError("import interrupted before its first line; nothing "
+                                     "was imported") from None
+    print(f"imported {result.created}, already there {result.replayed}", file=sys.stderr)
+    return 0

@@ -1,0 +1,24 @@
+"""Rows to plants, versions and deliveries, and text to bytes for the queries: the store's
+own columns are bytea, so that what a client sent is what it gets back, byte for byte."""
+
+from plant_store.stores.base import Plant
+from plant_store.stores.outbox import Delivery
+
+
+def version(position: int, rev: int) -> str:
+    """A plant's version: its create's position (a re-create has a new one) and revision
+    (counted by migration 0007's trigger)."""
+    return f"{position}.{rev}"
+
+
+def utf8(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()
+
+
+def delivery(delivery_id: str, plant_id: int, url: str, body: bytes, attempts: int,
+             error: str | None, dead: bool) -> Delivery:
+    return Delivery(delivery_id, plant_id, url, bytes(body), attempts, error, dead)
+
+
+def plant(plant_id: int, name: bytes, tag: bytes | None) -> Plant:
+    return Plant(plant_id, bytes(name).decode(), None if tag is None else bytes(tag).decode())

@@ -8,13 +8,12 @@ its client hears 200. The PostgreSQL store is shared: it is opened like any inst
 The memory store lives inside its server's process only.
 """
 
-import itertools
 from collections.abc import Iterator
 
 from plant_store.config import Config
 from plant_store.http.schemas import id_from_text
 from plant_store.stores import Plant, Store, StoreError, Versioned, jsonfile, open_store
-from plant_store.stores.jsonfile.journal import INT64_MAX, INT64_MIN, decode_plant, version
+from plant_store.stores.records import INT64_MAX, INT64_MIN
 
 PAGE = 1000
 
@@ -29,9 +28,7 @@ def parse_id(text: str) -> int:
 def walk(config: Config, limit: int | None = None) -> Iterator[Plant]:
     """The plants in creation order, at most ``limit`` of them."""
     if config.store == "jsonfile":
-        state = jsonfile.inspect(config.data_dir)
-        for _, plant_id in itertools.islice(state.order, limit):
-            yield decode_plant(state.index[plant_id][1])
+        yield from jsonfile.Snapshot(config.data_dir).walk(limit)
         return
     with _shared(config) as store:
         for plants in store.pages(PAGE, limit):
@@ -40,10 +37,7 @@ def walk(config: Config, limit: int | None = None) -> Iterator[Plant]:
 
 def fetch(config: Config, plant_id: int) -> Versioned | None:
     if config.store == "jsonfile":
-        stored = jsonfile.inspect(config.data_dir).index.get(plant_id)
-        if stored is None:
-            return None
-        return Versioned(decode_plant(stored[1]), version(stored[0], stored[2]))
+        return jsonfile.Snapshot(config.data_dir).fetch(plant_id)
     with _shared(config) as store:
         return store.fetch(plant_id)
 

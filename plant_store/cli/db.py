@@ -1,5 +1,6 @@
 """``plant-store db migrate``, ``check`` and ``rebase``: the PostgreSQL store's schema, on
-one connection of the command's own (psycopg imported only here, when used)."""
+one connection of the command's own, through the store package's own functions
+(:mod:`plant_store.stores.postgres.admin`; its driver loaded only when used)."""
 
 import argparse
 
@@ -20,32 +21,23 @@ def register(commands: Commands) -> None:
 
 
 def run(args: argparse.Namespace, cfg: config.Config) -> int:
-    """The three actions share the connection and what a driver error says; psycopg is
-    imported here, so a lean install without it says which extra it lacks."""
+    """The three actions; the driver loaded only here, when used: a lean install without
+    it says which extra it lacks."""
     with needs_driver():  # only when used
-        import psycopg
-
-        from plant_store.stores.postgres import connection, schema
-        from plant_store.stores.postgres.queries import QUERIES
+        from plant_store.stores.postgres import admin
 
     if not cfg.database_url:
         raise StoreError("set database_url (or --database-url) to the PostgreSQL database")
-    with connection.connect(cfg.database_url, cfg.database_timeout) as conn:
-        try:
-            if args.db_command == "migrate":
-                applied = schema.migrate(conn)
-                print("applied " + ", ".join(applied) if applied else "nothing to apply")
-                return 0
-            if args.db_command == "rebase":
-                schema.migrate(conn)
-                conn.execute(QUERIES["rebase"], {"force": True})
-                print("positions continue above every earlier one, 2^32 transactions beyond")
-                return 0
-            done, missing = schema.applied(conn), schema.pending(conn)
-        except psycopg.Error as exc:  # a table of ours taken by another schema
-            raise StoreError(f"cannot {args.db_command} "
-                             f"{connection.describe(cfg.database_url)}: "
-                             f"{connection.reason(exc)}") from None
-    print(f"schema version {max(done, default=0)}; "
+    url, timeout = cfg.database_url, cfg.database_timeout
+    if args.db_command == "migrate":
+        applied = admin.migrate(url, timeout)
+        print("applied " + ", ".join(applied) if applied else "nothing to apply")
+        return 0
+    if args.db_command == "rebase":
+        admin.rebase(url, timeout)
+        print("positions continue above every earlier one, 2^32 transactions beyond")
+        return 0
+    version, missing = admin.state(url, timeout)
+    print(f"schema version {version}; "
           + (f"pending: {', '.join(missing)}" if missing else "nothing pending"))
     return 1 if missing else 0

@@ -38,9 +38,9 @@ def register(commands: Commands) -> None:
 
 def check(args: argparse.Namespace, cfg: config.Config) -> int:
     need_journal(cfg, "check")
-    state = jsonfile.inspect(cfg.data_dir)  # raises CorruptJournal, reported by main
-    owed, dead = len(state.outbox.list()), len(state.outbox.list(dead=True))
-    print(f"{state.path}: {counted(len(state.index), 'plant')} in {state.size} bytes; OK")
+    state = jsonfile.Snapshot(cfg.data_dir)  # raises CorruptJournal, reported by main
+    owed, dead = len(state.deliveries()), len(state.deliveries(dead=True))
+    print(f"{state.path}: {counted(len(state), 'plant')} in {state.size} bytes; OK")
     print(f"{state.path}: {counted(state.records, 'record')}, "
           f"{counted(owed, 'webhook delivery', 'webhook deliveries')} owed, "
           f"{counted(dead, 'dead letter')}")

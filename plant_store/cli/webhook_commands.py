@@ -11,7 +11,6 @@ from plant_store import config
 from plant_store.cli.common import need_journal
 from plant_store.cli.grammar import STORE, Commands, command, group
 from plant_store.stores import JsonFileStore, StoreError, jsonfile, open_store
-from plant_store.stores.jsonfile.journal import Journal
 from plant_store.stores.lock import StoreLocked
 from plant_store.stores.outbox import Delivery
 from plant_store.util.words import counted
@@ -45,14 +44,14 @@ def list_deliveries(args: argparse.Namespace, cfg: config.Config) -> int:
             _print(store.outbox())
         return 0
     state = _journal(cfg)
-    _print(state.outbox.list() + state.outbox.list(dead=True))
+    _print(state.deliveries() + state.deliveries(dead=True))
     return 0
 
 
 def retry(args: argparse.Namespace, cfg: config.Config) -> int:
     if cfg.store == "postgresql":
         return _retry_shared(args, cfg)
-    dead = _journal(cfg).outbox.list(dead=True)
+    dead = _journal(cfg).deliveries(dead=True)
     chosen = [d.id for d in dead if not args.ids or d.id in args.ids]
     unknown = sorted(set(args.ids) - set(chosen))
     if unknown:
@@ -72,13 +71,13 @@ def retry(args: argparse.Namespace, cfg: config.Config) -> int:
     return _hand_over(cfg, chosen, letters)
 
 
-def _journal(cfg: config.Config) -> Journal:
+def _journal(cfg: config.Config) -> jsonfile.Snapshot:
     """The JSON-file store's state, read from its journal without its lock."""
     if cfg.store == "memory":
         raise cfg.blame("store", "the memory store's outbox lives in its server's process and "
                                  "goes with it: no command can read it")
     need_journal(cfg, "webhooks")
-    return jsonfile.inspect(cfg.data_dir)
+    return jsonfile.Snapshot(cfg.data_dir)
 
 
 def _print(deliveries: list[Delivery]) -> None:

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # a plant's id
 
 class Plant(NamedTuple):
     """A named tuple: built once or more per request, and about half the cost of a

@@ -111,3 +111,24 @@ def test_the_architecture_page_shows_the_same_layers():
     for layer, parts in LAYERS.items():
         for name in parts - {"__init__"}:
             assert f"``{name}``" in text, (layer, name)
+
+
+# What the command line may take of the stores: the interface and what the store packages
+# export for it (issue 44: it read the JSON file's journal and ran PostgreSQL queries
+# itself). The records and the lock's error are the interface's own words.
+CLI_MAY_TAKE = {"plant_store.stores", "plant_store.stores.jsonfile",
+                "plant_store.stores.postgres", "plant_store.stores.postgres.admin",
+                "plant_store.stores.records", "plant_store.stores.outbox",
+                "plant_store.stores.lock"}
+
+
+def test_the_command_line_reaches_the_stores_only_through_what_they_export():
+    reached = sorted(f"{name} imports {target}" for name, targets in graph().items()
+                     if name.startswith("plant_store.cli") for target in targets
+                     if target.startswith("plant_store.stores") and target not in CLI_MAY_TAKE)
+    assert reached == []
+    for path in (PACKAGE / "cli").glob("*.py"):  # the driver is the store's
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(name.startswith("psycopg") for name in names), path

@@ -28,10 +28,16 @@ import orjson
 from plant_store.stores.base import StoreError
 from plant_store.stores.order import CreationOrder
 from plant_store.stores.outbox import STATES, Outbox
-from plant_store.stores.records import Delivery, Plant, kept, new_plant_json, plant_fields
+from plant_store.stores.records import (
+    INT64_MAX,
+    INT64_MIN,
+    Delivery,
+    Plant,
+    kept,
+    new_plant_json,
+    plant_fields,
+)
 from plant_store.stores.tags import TagIndex
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class CorruptJournal(StoreError):

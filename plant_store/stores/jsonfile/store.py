@@ -418,16 +418,6 @@ class JsonFileStore(Store):
         return fd, state
 
 
-def inspect(data_dir: str) -> journal.Journal:
-    """Read the journal of ``data_dir`` without locking or changing it."""
-    path = os.path.join(data_dir, DATA_FILE)
-    try:
-        with open(path, "rb", opener=regular_files.opener) as fh:  # not a FIFO: it would hang
-            return journal.read(path, fh.read())
-    except OSError as exc:
-        raise DataDirError(f"cannot read {path}: {exc.strerror}") from None
-
-
 _open_stores: "weakref.WeakSet[JsonFileStore]" = weakref.WeakSet()
 def _forked_all() -> None:
     for store in list(_open_stores):

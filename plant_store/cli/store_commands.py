@@ -2,6 +2,7 @@
 rewritten as a whole, by an operator, with the server stopped where it must be."""
 
 import argparse
+import os
 import sys
 
 from plant_store import config
@@ -77,12 +78,15 @@ def export_plants(args: argparse.Namespace, cfg: config.Config) -> int:
     reads: a PostgreSQL schema that lacks migrations is refused, not migrated."""
     path = args.output
     _need_lasting(cfg, "export")
+    own = [os.path.join(cfg.data_dir, name) for name in jsonfile.OWN_FILES] + [cfg.token_file]
+    if path != "-":
+        transfer.check_output(path, own)  # before the store is opened
     if cfg.store == "jsonfile":
         need_journal(cfg, "export")
     try:
         with open_store(cfg, lock_timeout=0, migrate=False) as store:
             if path != "-":
-                with transfer.output_file(path) as out:
+                with transfer.output_file(path, own) as out:
                     count = transfer.export(store, out)
             else:
                 count = _export_to_stdout(store)

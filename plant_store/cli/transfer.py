@@ -24,9 +24,11 @@ them as already there.
 """
 
 import contextlib
+import os
 import signal
+import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import BinaryIO, NamedTuple
 
 from marshmallow import ValidationError
@@ -157,11 +159,33 @@ def _stopped(number: int, problem: str) -> TransferError:
     return TransferError(f"import stopped at line {number} ({done}): {problem}")
 
 
+def check_output(path: str, kept: Iterable[str] = ()) -> None:
+    """TransferError unless ``path`` may be replaced by an export: only a regular file, or
+    a path with nothing there (a rename over a device, a pipe or a link would put a file
+    where ``/dev/null`` or ``/dev/stdout`` was: the hostile pass on issue 42), and never
+    one of ``kept`` (the store's own files: an export over its journal would destroy the
+    data it read)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise TransferError(f"cannot write {path}: {exc.strerror}") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        what = "a link" if stat.S_ISLNK(mode) else "not a regular file"
+        raise TransferError(f"{path} is {what}: an export replaces only a regular file; to "
+                            "write to a device or a pipe, use --output - (standard output)")
+    if os.path.realpath(path) in {os.path.realpath(own) for own in kept}:
+        raise TransferError(f"{path} is one of the store's own files: export elsewhere")
+
+
 @contextlib.contextmanager
-def output_file(path: str) -> Iterator[BinaryIO]:
+def output_file(path: str, kept: Iterable[str] = ()) -> Iterator[BinaryIO]:
     """A file written beside ``path`` and renamed over it once whole and on disk, so
     ``path`` never holds a partial export that could pass for a whole one. Its mode is
-    0600 (``durable.replacing``): an export is the whole data set."""
+    0600 (``durable.replacing``): an export is the whole data set. Only where
+    :func:`check_output` allows."""
+    check_output(path, kept)
     try:
         with replacing(path) as out:
             yield out

@@ -3,6 +3,7 @@ write there, and a link it planted would otherwise make root's ``serve``, ``expo
 ``compact`` or ``import`` truncate and overwrite whatever the link points at."""
 
 import os
+import stat
 import subprocess
 import sys
 
@@ -96,11 +97,32 @@ def test_a_symlinked_data_directory_is_refused(data, tmp_path):
         assert_refused(plant_store(*COMMANDS[command], "--data-dir", str(link)), link)
 
 
-def test_an_export_over_a_symlink_replaces_the_link_not_its_target(data, victim, tmp_path):
-    """The export is renamed into place, and a rename never follows a link."""
+def test_an_export_over_a_symlink_is_refused_and_touches_neither(data, victim, tmp_path):
+    """A rename never follows a link, but it would put a file where the link was: over
+    /dev/stdout, a host's own link (the hostile pass on issue 42). Refused, both kept."""
     target = tmp_path / "export.jsonl"
     os.symlink(victim, target)
     result = plant_store("export", "--output", str(target), "--data-dir", str(data))
-    assert result.returncode == 0, result.stderr
-    assert victim.read_bytes() == PRECIOUS
-    assert not os.path.islink(target) and target.read_bytes() == b'{"id":1,"name":"Fern"}\n'
+    assert result.returncode == 2 and b"is a link" in result.stderr, result.stderr
+    assert victim.read_bytes() == PRECIOUS and os.readlink(target) == str(victim)
+
+
+def test_an_export_over_a_device_a_pipe_or_the_store_is_refused(data, tmp_path):
+    """The hostile pass on issue 42: export --output replaced /dev/full and /dev/stdout
+    with regular files, and an export over plants.jsonl destroyed the journal."""
+    device, pipe = tmp_path / "null", tmp_path / "fifo"
+    (data / "tokens.json").write_text("{}")
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    os.mkfifo(pipe)
+    for target, says in [(device, "not a regular file"), (pipe, "not a regular file"),
+                         (data / "plants.jsonl", "one of the store's own files"),
+                         (data / "tokens.json", "one of the store's own files")]:
+        before = os.lstat(target)
+        result = plant_store("export", "--output", str(target), "--data-dir", str(data))
+        assert result.returncode == 2 and says.encode() in result.stderr, (target, result.stderr)
+        after = os.lstat(target)
+        assert (after.st_mode, after.st_ino, after.st_size) == (
+            before.st_mode, before.st_ino, before.st_size), target
+    assert plant_store("check", "--data-dir", str(data)).returncode == 0
+
+

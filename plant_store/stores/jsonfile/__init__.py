@@ -3,6 +3,8 @@ append-only file with group commit under it (:mod:`~plant_store.stores.jsonfile.
 and the record format (:mod:`~plant_store.stores.jsonfile.journal`)."""
 
 from plant_store.stores.jsonfile.snapshot import Snapshot
-from plant_store.stores.jsonfile.store import DATA_FILE, JsonFileStore
+from plant_store.stores.jsonfile.store import COMPACT_FILE, DATA_FILE, LOCK_FILE, JsonFileStore
 
-__all__ = ["DATA_FILE", "JsonFileStore", "Snapshot"]
+OWN_FILES = (DATA_FILE, COMPACT_FILE, LOCK_FILE)  # what the store keeps in its data directory
+
+__all__ = ["DATA_FILE", "OWN_FILES", "JsonFileStore", "Snapshot"]

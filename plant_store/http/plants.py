@@ -249,11 +249,21 @@ def read_object(req: falcon.Request, max_body: int, shape: str) -> dict[str, Any
     length = req.content_length
     if length is not None and length > max_body:
         raise _too_large(max_body)
+    if length is None and req.env.get("SERVER_SOFTWARE") == "Granian":
+        # granian hands the app what arrived before a broken connection or a bad chunk as
+        # if it were the whole body (the hostile pass on issue 42): only a length tells.
+        raise falcon.HTTPLengthRequired(description=(
+            "Send the body with a Content-Length: under this server a body without one "
+            "cannot be told whole from cut short; nothing was done."))
     # A server that dechunks without a Content-Length says so (PEP 3333 extension).
     stream = req.stream if req.env.get("wsgi.input_terminated") else req.bounded_stream
     body = stream.read(max_body + 1)
     if len(body) > max_body:
         raise _too_large(max_body)
+    if length is not None and len(body) < length:  # the connection broke mid-body
+        raise falcon.HTTPBadRequest(description=(
+            f"The request body ended after {len(body)} of its {length} bytes "
+            "(Content-Length); nothing was done."))
     if not body:
         raise falcon.HTTPBadRequest(description=f"The request body is empty; send {shape}.")
     try:

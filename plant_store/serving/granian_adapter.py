@@ -41,6 +41,7 @@ from plant_store.config import Config, ConfigError
 from plant_store.http import access_log
 from plant_store.service import Service
 from plant_store.serving import probe_port
+from plant_store.serving.busy_threads import BusyThreads
 from plant_store.stores import DataDirError, StoreError, one_process_problem
 from plant_store.tokens import TokenError, TokenFile, TokenFileError
 
@@ -119,8 +120,9 @@ def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
     config = plan.config
     try:
         service = _open(config)
+        busy = BusyThreads(service.app, config.threads)
         try:
-            probes = _probes(service, config, plan.address)
+            probes = _probes(service, config, plan.address, busy.unready)
         except BaseException:
             service.close()
             raise
@@ -131,7 +133,7 @@ def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
     # Run by multiprocessing as the worker process ends, after granian's server returns
     # (every answer in flight sent): not atexit's, which a forked process skips.
     multiprocessing.util.Finalize(None, _close, args=(service, probes), exitpriority=10)
-    return service.app
+    return busy
 
 
 def _open(config: Config) -> Service:
@@ -143,7 +145,8 @@ def _open(config: Config) -> Service:
         raise config.blame("token_file", str(exc)) from None
 
 
-def _probes(service: Service, config: Config, address: str) -> Any:
+def _probes(service: Service, config: Config, address: str,
+            unready: Callable[[], str | None]) -> Any:
     if not config.probe_port:
         return None
     try:  # every worker binds it, and the kernel spreads the probes among them
@@ -151,7 +154,7 @@ def _probes(service: Service, config: Config, address: str) -> Any:
     except OSError as exc:
         raise config.blame("probe_port", f"cannot listen on {config.host}:"
                                          f"{config.probe_port}: {exc.strerror}") from None
-    return probe_port.serve(service.app, listener)
+    return probe_port.serve(service.app, listener, unready)  # busy threads: not ready
 
 
 def _close(service: Service, probes: Any) -> None:

@@ -352,3 +352,67 @@ def test_webhooks_metrics_and_access_lines_as_on_waitress(tmp_path):
         assert re.search(r'plant_store_http_requests_total\{[^}]*method="POST"[^}]*\} 1', text)
         assert re.search(r'outcome="delivered"\} 1', text)
     assert any("POST /plants 200" in line for line in server.stderr)
+
+
+def _raw(server, data, timeout=5):
+    with socket.create_connection((server.host, server.port), timeout=timeout) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)  # the client's connection breaks mid-body
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_a_body_cut_short_or_without_a_length_is_refused_and_nothing_done(tmp_path):
+    """The hostile pass on issue 42: granian handed the app what arrived before a broken
+    connection or a bad chunk as if whole, and it was stored (200). A body shorter than
+    its Content-Length is 400, one without a Content-Length 411; nothing is written."""
+    with granian(tmp_path) as server:
+        token = server.first_token
+        assert server.request("POST", "/plants", {"id": 7, "name": "kept", "tag": "t"},
+                              token)[0] == 200
+        head = (f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+                "Host: x\r\n").encode()
+        body = b'{"id": 8, "name": "cut"}'
+        for method, path, payload in (("POST", "/plants", body),
+                                      ("PUT", "/plants/7", b'{"name": "cut"}')):
+            answer = _raw(server, f"{method} {path} HTTP/1.1\r\n".encode() + head
+                          + b"Content-Length: 5000\r\n\r\n" + payload)
+            assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+            assert b"ended after" in answer
+            chunked = (f"{method} {path} HTTP/1.1\r\n".encode() + head
+                       + b"Transfer-Encoding: chunked\r\n\r\n"
+                       + b"%x\r\n" % len(payload) + payload + b"\r\nzz\r\n")
+            answer = _raw(server, chunked)
+            assert answer.startswith(b"HTTP/1.1 411") or answer.startswith(b"HTTP/1.1 400"), (
+                answer[:200])
+        assert server.request("GET", "/plants/8", token=token)[0] == 404
+        assert server.request("GET", "/plants/7", token=token)[2] == {"name": "kept",
+                                                                        "tag": "t"}
+
+
+@pytest.mark.slow
+def test_the_probe_port_is_not_ready_while_every_thread_is_held_by_a_slow_body(tmp_path):
+    """The hostile pass on issue 42: under granian nothing times out a body sent slowly,
+    and /ready said 200 while every request thread was held. It says 503 once every
+    thread has been busy a second, and 200 again when they are free."""
+    probes = free_port()
+    with granian(tmp_path, "--threads", "2", "--probe-port", str(probes)) as server:
+        token = server.first_token
+        held = []
+        for _ in range(2):
+            sock = socket.create_connection((server.host, server.port), timeout=10)
+            sock.sendall((f"POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}"
+                          "\r\nContent-Type: application/json\r\nContent-Length: 30\r\n\r\n"
+                          '{"id": 1').encode())
+            held.append(sock)
+        time.sleep(1.6)
+        status, _, body = http_request("127.0.0.1", probes, "GET", "/ready")
+        assert status == 503 and "busy" in body["message"], (status, body)
+        for sock in held:
+            sock.close()
+        deadline = time.monotonic() + 10
+        while http_request("127.0.0.1", probes, "GET", "/ready")[0] != 200:
+            assert time.monotonic() < deadline, "still not ready with every thread free"
+            time.sleep(0.2)

@@ -58,14 +58,43 @@ LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 COMPACTION = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
 
 
-def for_config(config: Config, store: Store, multiprocess_dir: str | None = None
-               ) -> "NoMetrics":
-    """The metrics of an app serving ``store``; ones that count nothing when the setting
-    turns them off."""
-    return NoMetrics() if config.metrics == "off" else Metrics(store, multiprocess_dir)
+def timings_for(config: Config) -> StoreObserver:
+    """The observer a store is opened with (before the metrics that count for it, which
+    read the store): one that times its writes, or, metrics off, one that ignores them."""
+    return StoreObserver() if config.metrics == "off" else StoreTimings()
 
 
-class NoMetrics(StoreObserver):
+def for_config(config: Config, store: Store, multiprocess_dir: str | None = None,
+               timings: StoreObserver | None = None) -> "NoMetrics":
+    """The metrics of an app serving ``store`` (opened with ``timings``, from
+    :func:`timings_for`); ones that count nothing when the setting turns them off."""
+    if config.metrics == "off":
+        return NoMetrics()
+    return Metrics(store, multiprocess_dir,
+                   timings if isinstance(timings, StoreTimings) else None)
+
+
+class StoreTimings(StoreObserver):
+    """What a store reports as it works, as two histograms, passed to the store when it is
+    opened (no callback is set on it afterwards); :class:`Metrics` exposes them."""
+
+    def __init__(self) -> None:
+        self.writes = Histogram(
+            "plant_store_store_write_duration_seconds", "Durable writes: each JSON-file "
+            "group commit (its fsync, however many requests share it), or each PostgreSQL "
+            "write statement's round trip.", buckets=LATENCY, registry=None)
+        self.compactions = Histogram(
+            "plant_store_compaction_duration_seconds", "Compactions of the JSON file and "
+            "their duration.", buckets=COMPACTION, registry=None)
+
+    def wrote(self, seconds: float) -> None:
+        self.writes.observe(seconds)
+
+    def compacted(self, seconds: float) -> None:
+        self.compactions.observe(seconds)
+
+
+class NoMetrics:
     """What the service tells its metrics, each call doing nothing (``metrics = off``):
     every part tells them unconditionally."""
 
@@ -99,8 +128,12 @@ class Metrics(NoMetrics):
     attempts and the outbox, for one process or every worker of a pre-fork server."""
 
 
-    def __init__(self, store: Store, multiprocess_dir: str | None = None) -> None:
+    def __init__(self, store: Store, multiprocess_dir: str | None = None,
+                 timings: "StoreTimings | None" = None) -> None:
+        """``timings``: what ``store`` was opened with as its observer (its writes and
+        compactions, counted here too); a store opened without them reports to none."""
         self._store = store
+        self.timings = timings if timings is not None else StoreTimings()
         self._multiprocess_dir = multiprocess_dir
         self.registry = registry = CollectorRegistry(auto_describe=True)
         self._requests = Counter(
@@ -110,19 +143,12 @@ class Metrics(NoMetrics):
             "plant_store_http_request_duration_seconds", "Time from a request's arrival at "
             "the app to its answer, by route template and method.", ("route", "method"),
             buckets=LATENCY, registry=registry)
-        self._writes = Histogram(
-            "plant_store_store_write_duration_seconds", "Durable writes: each JSON-file "
-            "group commit (its fsync, however many requests share it), or each PostgreSQL "
-            "write statement's round trip.", buckets=LATENCY, registry=registry)
         self._unavailable = Counter(
             "plant_store_store_unavailable", "Requests answered 503 because the store "
             "refused, by operation and cause.", ("operation", "cause"), registry=registry)
         self._attempts = Counter(
             "plant_store_webhook_attempts", "Webhook delivery attempts, by outcome "
             "(dead: the last attempt allowed failed).", ("outcome",), registry=registry)
-        self._compactions = Histogram(
-            "plant_store_compaction_duration_seconds", "Compactions of the JSON file and "
-            "their duration.", buckets=COMPACTION, registry=registry)
         self._refused = Counter(
             "plant_store_tokens_refused", "Requests refused 401, by reason: no "
             "Authorization header, another scheme, or a token that is not valid.",
@@ -131,6 +157,8 @@ class Metrics(NoMetrics):
             "plant_store_access_lines_dropped", "Access lines dropped because their "
             "destination (stderr) did not take them in time: a log reader that stalls costs "
             "lines, not memory or a hung server.", registry=registry)
+        registry.register(self.timings.writes)
+        registry.register(self.timings.compactions)
         for operation in OPERATIONS:  # every series from zero, so rates see the first one
             for cause in CAUSES:
                 self._unavailable.labels(operation, cause)
@@ -144,7 +172,6 @@ class Metrics(NoMetrics):
         self._outbox_registry.register(self._outbox)
         self._children: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._batch = _Batch() if multiprocess_dir is None else None
-        store.observer = self
 
     def request(self, req: falcon.Request, resp: falcon.Response, seconds: float) -> None:
         """Count one answered request (the access log's step, on every request): in one
@@ -196,12 +223,6 @@ class Metrics(NoMetrics):
 
     def dropped(self, lines: int) -> None:
         self._dropped.inc(lines)
-
-    def wrote(self, seconds: float) -> None:
-        self._writes.observe(seconds)
-
-    def compacted(self, seconds: float) -> None:
-        self._compactions.observe(seconds)
 
     def exposition(self) -> bytes:
         """The Prometheus text of a scrape: this process's counts, or every worker's."""

@@ -37,11 +37,14 @@ class Service:
         self.config = config
         self.tokens: Tokens = tokens if tokens is not None else TokenFile(config.token_file)
         self._owns_store = store is None
-        self.store = store if store is not None else open_store(config,
-                                                                lock_timeout=lock_timeout)
+        # The store reports its writes to the metrics' timings, given when it is opened
+        # (a store passed in reports to what its opener gave it).
+        timings = metrics.timings_for(config)
+        self.store = store if store is not None else open_store(
+            config, lock_timeout=lock_timeout, observer=timings)
         self.webhooks: webhooks.WebhookWorker | webhooks.NoWebhooks = webhooks.NoWebhooks()
         try:
-            self.metrics = metrics.for_config(config, self.store, metrics_dir)
+            self.metrics = metrics.for_config(config, self.store, metrics_dir, timings)
             self.webhooks = webhooks.start(config, self.store, self.metrics.attempted)
             self.app: falcon.App[falcon.Request, falcon.Response] = create_app(
                 config, store=self.store, tokens=self.tokens, webhooks=self.webhooks,

@@ -12,6 +12,7 @@ from plant_store.stores.base import (
     PreconditionFailed,
     Store,
     StoreError,
+    StoreObserver,
     StoreUnavailable,
     Versioned,
 )
@@ -79,7 +80,7 @@ class StoreSettings(Protocol):
 
 
 def open_store(config: StoreSettings, *, lock_timeout: float | None = None,
-               migrate: bool = True) -> Store:
+               migrate: bool = True, observer: StoreObserver | None = None) -> Store:
     """The configured store. The memory and JSON-file stores hold ``data_dir``'s lock,
     waiting for its owner to let go up to ``lock_timeout`` seconds (``config.lock_timeout``
     when None); the PostgreSQL store is shared, and applies pending migrations (with
@@ -92,10 +93,11 @@ def open_store(config: StoreSettings, *, lock_timeout: float | None = None,
                              timeout=config.database_timeout,
                              statement_timeout=config.statement_timeout,
                              prepared_statements=config.database_prepared_statements,
-                             migrate=migrate)
+                             migrate=migrate, observer=observer)
     if lock_timeout is None:
         lock_timeout = config.lock_timeout
     if config.store == "memory":
         return MemoryStore(config.data_dir, lock_timeout=lock_timeout)
     return JsonFileStore(config.data_dir, fsync=config.fsync,
-                         compact_share=config.compact_dead_share, lock_timeout=lock_timeout)
+                         compact_share=config.compact_dead_share, lock_timeout=lock_timeout,
+                         observer=observer)

@@ -272,7 +272,7 @@ class Store(PlantStore, OutboxStore):
     """What every store promises (the module's docstring): the plant operations and the
     outbox protocol, one store's, and its readiness and end."""
 
-    observer = StoreObserver()  # an app's metrics replace it on the store they serve
+    observer = StoreObserver()  # a store that reports takes its observer when opened
 
     def check(self) -> None:
         """Raise :class:`StoreUnavailable`, saying why, unless the store can take writes

@@ -15,7 +15,7 @@ from conftest import FaultyStore
 from plant_store import metrics
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.metrics import for_config
+from plant_store.metrics import StoreTimings, for_config
 from plant_store.stores import JsonFileStore, MemoryStore, Plant
 from plant_store.tokens import TokenFile
 
@@ -41,12 +41,12 @@ def test_the_default_is_behind_the_token():
     assert Config().metrics == "token"
 
 
-def metered_app(tmp_path, store, **settings):
+def metered_app(tmp_path, store, timings=None, **settings):
     config = Config(data_dir=str(tmp_path / "data"), **settings)
     tokens = TokenFile(str(tmp_path / "tokens.json"), recheck=0)
     token = tokens.add("t")
     return webtest.TestApp(create_app(config, store=store, tokens=tokens, log_stream=io.StringIO(),
-                                      metrics=for_config(config, store)),
+                                      metrics=for_config(config, store, timings=timings)),
                            extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
 
 
@@ -65,8 +65,9 @@ def test_a_failed_fsync_is_a_503_counted_by_its_cause(tmp_path):
 
 
 def test_compactions_are_counted_and_timed(tmp_path):
-    with JsonFileStore(str(tmp_path / "data")) as store:
-        app = metered_app(tmp_path, store)
+    timings = StoreTimings()  # given to the store as it opens: no callback set afterwards
+    with JsonFileStore(str(tmp_path / "data"), observer=timings) as store:
+        app = metered_app(tmp_path, store, timings)
         for i in range(10):
             store.create(Plant(i, "x"))
             store.delete(i)

@@ -27,6 +27,7 @@ from plant_store.stores.base import (
     DataDirError,
     Plant,
     Store,
+    StoreObserver,
     StoreUnavailable,
     Versioned,
     check_delete,
@@ -65,7 +66,9 @@ class JsonFileStore(Store):
     COMPACT_RETRY_DELAY = 60.0
 
     def __init__(self, data_dir: str, *, fsync: bool = True, compact_share: float = 0.5,
-                 lock_timeout: float = 0.0) -> None:
+                 lock_timeout: float = 0.0, observer: StoreObserver | None = None) -> None:
+        """``observer``: told each group commit's and compaction's time (the metrics)."""
+        self.observer = observer if observer is not None else StoreObserver()
         self.data_dir = data_dir
         self.path = os.path.join(data_dir, DATA_FILE)
         self._compact_share = compact_share

@@ -49,6 +49,7 @@ from plant_store.stores.base import (
     Plant,
     PreconditionFailed,
     Store,
+    StoreObserver,
     StoreUnavailable,
     Versioned,
     check_delete,
@@ -90,7 +91,9 @@ class PostgresStore(Store):
 
     def __init__(self, url: str, *, pool_size: int = 10, timeout: float = 5.0,
                  statement_timeout: float = 5.0, prepared_statements: bool = True,
-                 migrate: bool = True) -> None:
+                 migrate: bool = True, observer: StoreObserver | None = None) -> None:
+        """``observer``: told each write statement's round trip (the metrics)."""
+        self.observer = observer if observer is not None else StoreObserver()
         check_url(url)
         self.where = describe(url)
         self._pool_size = pool_size

@@ -69,6 +69,12 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def serving_cpu(proc):
+    """CPU seconds of the processes that serve: ``proc.pids`` when it has them (a pre-fork
+    server's workers), else ``proc.pid``."""
+    return sum(map(cpu_seconds, getattr(proc, "pids", None) or [proc.pid]))
+
+
 def interleaved(servers, rounds, seconds, connections=16, counters=None):
     """Load each of ``servers`` (label -> serverctl context, pinned to CPU 0) from CPU 1
     for ``seconds`` in turn, ``rounds`` times over, with all of them running the whole time
@@ -94,11 +100,11 @@ def take_turns(running, rounds, seconds, connections=16, counters=None):
     for turn in range(rounds + 1):
         for label in labels[turn % len(labels):] + labels[:turn % len(labels)]:
             host, port, token, proc, *path = running[label]  # a path: behind a proxy
-            before = cpu_seconds(proc.pid)
+            before = serving_cpu(proc)
             before_counters = {name: count() for name, count in counters.items()}
             result = run(host, port, token, seconds, connections, cpu=1,
                          id_base=time.time_ns() // 1000, path=path[0] if path else "/plants")
-            result["cpu_us"] = (cpu_seconds(proc.pid) - before) / result["requests"] * 1e6
+            result["cpu_us"] = (serving_cpu(proc) - before) / result["requests"] * 1e6
             for name, count in counters.items():
                 result[name] = (count() - before_counters[name]) / result["requests"] * 1e6
             if turn:
@@ -155,6 +161,11 @@ def run_python(host, port, token, seconds, connections=16, id_base=0, processes=
         "wall_s": elapsed,
         "tool": "python",
     }
+
+
+def paired_ratio(runs, baseline_runs, key):
+    """The median over rounds of ``runs``' ``key`` over ``baseline_runs``' in the same round."""
+    return statistics.median(r[key] / b[key] for r, b in zip(runs, baseline_runs, strict=True))
 
 
 def report(results, baseline, extra=()):

@@ -13,14 +13,20 @@ it. Relied on, as read in prometheus_client 0.26.0:
   the files' samples summed, histogram buckets raw (not cumulative), as a worker writes them;
 - a histogram child's ``_upper_bounds``, ``_buckets`` (a counter value per bucket, not
   cumulative) and ``_sum``: a batch of requests' latencies counted in one addition per
-  bucket hit (:func:`observe_all`), 0.73 us a request less than ``observe`` each.
+  bucket hit (:func:`observe_all`), 0.73 us a request less than ``observe`` each;
+- ``prometheus_client.values.ValueClass``, ``MutexValue`` and ``MultiProcessValue()``: the
+  client chooses how every metric made from then on keeps its values when it is first
+  imported, by ``PROMETHEUS_MULTIPROC_DIR``; a worker forked from a master that imported
+  it before naming the directory switches to files itself (:func:`count_in_files`).
 """
 
 import bisect
 import math
+import os
 from collections.abc import Iterable
 from typing import Any
 
+from prometheus_client import values
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -62,3 +68,14 @@ def observe_all(histogram: Any, amounts: list[float]) -> None:
     total.inc(math.fsum(amounts))
     for at, count in hits.items():
         buckets[at].inc(count)
+
+
+def count_in_files() -> None:
+    """From here on, metrics made in this process keep their values in files of its own in
+    ``PROMETHEUS_MULTIPROC_DIR`` (the client's multiprocess mode), as they would had the
+    variable been set when the client was first imported; a process already in that mode
+    stays as it is. The variable must be set."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        raise ValueError("PROMETHEUS_MULTIPROC_DIR is not set")
+    if values.ValueClass is values.MutexValue:
+        values.ValueClass = values.MultiProcessValue()

@@ -34,7 +34,8 @@ def run(args: argparse.Namespace, cfg: config.Config) -> int:
 
 
 def serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> int:
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # read when the metrics were imported
+    # Read when the metrics were imported; granian's workers count there (granian_adapter).
+    if cfg.server == "waitress" and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         raise StoreError("PROMETHEUS_MULTIPROC_DIR is set, but 'plant-store serve' is one "
                          "process and counts its metrics itself: unset it (it is for the "
                          "workers of a pre-fork server)")

@@ -17,6 +17,10 @@ undocumented name, pinned by tests/unit/serving/test_granian_adapter.py:
 
 How each setting is honoured is :func:`refusal`'s docstring; what granian answers by
 itself, outside the Error shape, is listed in docs/errors.rst.
+
+Several workers count their metrics in one multiprocess directory, as gunicorn's do with
+:mod:`plant_store.gunicorn_hooks` (:class:`_MetricsDirectory`): a scrape on any worker sums
+every worker's counts.
 """
 
 import contextlib
@@ -28,15 +32,17 @@ import multiprocessing.util
 import os
 import pathlib
 import resource
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from plant_store import __version__, logs
+from plant_store import __version__, logs, metrics_archive, prometheus_adapter
 from plant_store.config import Config, ConfigError
 from plant_store.http import access_log
 from plant_store.service import Service
@@ -46,6 +52,8 @@ from plant_store.stores import DataDirError, StoreError, one_process_problem
 from plant_store.tokens import TokenError, TokenFile, TokenFileError
 
 log = logging.getLogger("plant_store.server")  # the name users filter on
+
+ENV = "PROMETHEUS_MULTIPROC_DIR"  # the client's multiprocess directory
 
 HEADER_DEADLINE_MAX = 60  # seconds: hyper's header_read_timeout, as granian takes it
 STARTUP = 0.05  # seconds between looks for the workers' listening socket
@@ -79,7 +87,8 @@ def refusal(config: Config) -> tuple[str, str] | None:
     - connection_limit, channel_timeout, min_send_rate and send_rate_window: refused when
       given (:data:`WAITRESS_ONLY`);
     - workers above 1: refused on the memory and JSON-file stores (one process serves a
-      data directory), and with metrics counted (each worker would count alone)."""
+      data directory); on PostgreSQL, with metrics counted, the workers count in one
+      multiprocess directory (:class:`_MetricsDirectory`) and a scrape sums them."""
     for name, why in WAITRESS_ONLY.items():
         if name in config.given:
             return name, f"waitress only: {why}"
@@ -89,11 +98,6 @@ def refusal(config: Config) -> tuple[str, str] | None:
     problem = one_process_problem(config.store, config.workers, "granian", "workers = 1")
     if problem:
         return "workers", problem
-    if config.workers > 1 and config.metrics != "off":
-        return "workers", (f"with metrics = {config.metrics}, each granian worker would "
-                           "count on its own and a scrape would read one worker's counts; "
-                           "set metrics = off, or run one worker (gunicorn with "
-                           "plant_store.gunicorn_hooks sums its workers' counts)")
     addresses = {str(info[4][0]) for info in socket.getaddrinfo(
         config.host, config.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)}
     if len(addresses) > 1:
@@ -110,6 +114,7 @@ class _Plan:
     config: Config
     address: str  # the one address host resolves to
     failures: multiprocessing.connection.Connection
+    metrics_dir: str | None  # where every worker counts, when several share the counts
 
 
 def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
@@ -118,8 +123,10 @@ def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
     directory locked, a database unreachable) is sent to the master, which says it in one
     line, and the worker ends."""
     config = plan.config
+    if plan.metrics_dir is not None:  # a forked worker: the master imported the client
+        prometheus_adapter.count_in_files()
     try:
-        service = _open(config)
+        service = _open(config, plan.metrics_dir)
         busy = BusyThreads(service.app, config.threads)
         try:
             probes = _probes(service, config, plan.address, busy.unready)
@@ -136,9 +143,9 @@ def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
     return busy
 
 
-def _open(config: Config) -> Service:
+def _open(config: Config, metrics_dir: str | None) -> Service:
     try:
-        return Service(config, tokens=TokenFile(config.token_file))
+        return Service(config, tokens=TokenFile(config.token_file), metrics_dir=metrics_dir)
     except DataDirError as exc:
         raise config.blame("data_dir", str(exc)) from None
     except TokenFileError as exc:
@@ -163,6 +170,60 @@ def _close(service: Service, probes: Any) -> None:
     service.close()  # after the last request: their deliveries are in the outbox
     access_log.flush_all()  # the last requests' lines
     logs.drain()  # to stderr, within its timeout: a forked worker runs no atexit
+
+
+class _MetricsDirectory:
+    """The multiprocess directory where several workers count (the master's, as
+    :mod:`plant_store.gunicorn_hooks` keeps gunicorn's): ``PROMETHEUS_MULTIPROC_DIR`` when
+    set, else one made under the system's temporary directory and named in the
+    environment, which the workers inherit. None is used by one worker, which counts in
+    its own memory (cheaper), unless the variable names one.
+
+    Invariants: the directory is emptied once, in :meth:`open`, before any worker forks (an
+    earlier run's files would be added in); while the server runs, a scrape on any worker
+    reads every worker's files (:mod:`plant_store.metrics`); granian's workers end only
+    with the server (plant-store neither respawns nor recycles them; one that dies stops
+    the others), so :meth:`close`, run once every worker has ended, merges each one's files
+    into the archive (:mod:`plant_store.metrics_archive`) and removes the directory if it
+    was made here, leaving the environment as it found it."""
+
+    def __init__(self, config: Config) -> None:
+        self._given = os.environ.get(ENV) or None
+        self._used = config.metrics != "off" and (config.workers > 1 or bool(self._given))
+        self.path: str | None = None  # once open
+        self._made = False
+
+    def open(self) -> str | None:
+        """The directory, emptied and named to the workers (None: each counts alone), or
+        StoreError saying why it cannot serve."""
+        if not self._used:
+            return None
+        if self._given:
+            self.path = self._given
+        else:
+            self.path, self._made = tempfile.mkdtemp(prefix="plant-store-metrics-"), True
+        try:
+            metrics_archive.prepare(self.path)
+        except metrics_archive.DirectoryError as exc:
+            raise StoreError(f"{ENV}={self.path}: {exc}") from None
+        os.environ[ENV] = self.path
+        return self.path
+
+    def close(self) -> None:
+        """Once every worker has ended: their counts into the archive, or the directory
+        gone if made here."""
+        if self.path is None:
+            return
+        if self._made:
+            shutil.rmtree(self.path, ignore_errors=True)
+            os.environ.pop(ENV, None)
+            self.path = None
+            return
+        for pid in sorted(metrics_archive.workers(self.path)):
+            try:
+                metrics_archive.merge_ended(self.path, pid)
+            except Exception:  # the counts stay in the worker's files, still summed
+                log.exception("metrics of ended worker %d left unmerged", pid)
 
 
 def _tls(config: Config) -> dict[str, Any]:
@@ -236,32 +297,18 @@ def descriptor_limit() -> int:
     return soft if soft != resource.RLIM_INFINITY else 1 << 20
 
 
-def serve(config: Config, on_ready: Callable[[str], None] | None, grace: float) -> None:
-    """Serve on granian until SIGTERM, SIGINT or SIGHUP; ``on_ready(url)`` once a worker
-    listens; then each worker finishes what is in flight (killed after ``grace`` seconds
-    and the webhook deliveries' time to end) and closes its service."""
-    try:
-        from granian.constants import Interfaces
-        from granian.http import HTTP1Settings
-        from granian.log import LogLevels
-    except ModuleNotFoundError:
-        raise config.blame("server", "granian is not installed: pip install "
-                                     "'plant-store[granian]'") from None
-    why = refusal(config)
-    if why is not None:
-        raise config.blame(*why)
-    address = str(socket.getaddrinfo(config.host, config.port, type=socket.SOCK_STREAM,
-                                     flags=socket.AI_PASSIVE)[0][4][0])
-    try:
-        reserved = _reserve(address, config.port)
-    except OSError as exc:
-        raise config.blame("port", f"cannot listen on {config.host}:{config.port}: "
-                                   f"{exc.strerror}") from None
-    port = reserved.getsockname()[1]
-    failures, told = multiprocessing.Pipe(duplex=False)
+def _run(plan: _Plan, reserved: socket.socket, on_ready: Callable[[str], None] | None,
+         grace: float) -> int | str | None:
+    """Granian's master, until its workers have ended: its exit status (0, or a worker's
+    unasked end)."""
+    from granian.constants import Interfaces
+    from granian.http import HTTP1Settings
+    from granian.log import LogLevels
+
+    config, address, port = plan.config, plan.address, reserved.getsockname()[1]
     hup_ignored = signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     server = _server_class()(
-        _Plan(config, address, told), address=address, port=port,
+        plan, address=address, port=port,
         interface=Interfaces.WSGI, workers=config.workers, websockets=False,
         blocking_threads=config.threads,
         # Connections, not requests: an idle one holds a permit too, so the limit is the
@@ -307,7 +354,36 @@ def serve(config: Config, on_ready: Callable[[str], None] | None, grace: float) 
     finally:
         stopped.set()
         watcher.join(5)
+    return status
+
+
+def serve(config: Config, on_ready: Callable[[str], None] | None, grace: float) -> None:
+    """Serve on granian until SIGTERM, SIGINT or SIGHUP; ``on_ready(url)`` once a worker
+    listens; then each worker finishes what is in flight (killed after ``grace`` seconds
+    and the webhook deliveries' time to end) and closes its service."""
+    try:
+        import granian  # noqa: F401  # only whether it is installed, here
+    except ModuleNotFoundError:
+        raise config.blame("server", "granian is not installed: pip install "
+                                     "'plant-store[granian]'") from None
+    why = refusal(config)
+    if why is not None:
+        raise config.blame(*why)
+    address = str(socket.getaddrinfo(config.host, config.port, type=socket.SOCK_STREAM,
+                                     flags=socket.AI_PASSIVE)[0][4][0])
+    try:
+        reserved = _reserve(address, config.port)
+    except OSError as exc:
+        raise config.blame("port", f"cannot listen on {config.host}:{config.port}: "
+                                   f"{exc.strerror}") from None
+    failures, told = multiprocessing.Pipe(duplex=False)
+    metrics_dir = _MetricsDirectory(config)
+    try:
+        plan = _Plan(config, address, told, metrics_dir.open())
+        status = _run(plan, reserved, on_ready, grace)
+    finally:
         reserved.close()
+        metrics_dir.close()  # every worker has ended
     if failures.poll():
         raise StoreError(failures.recv())
     if status:

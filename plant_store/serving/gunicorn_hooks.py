@@ -36,7 +36,6 @@ made empty at each start, e.g. systemd's ``RuntimeDirectory=``; it then keeps tw
 worker that ever ran.
 """
 
-import glob
 import os
 import shutil
 import socket
@@ -84,10 +83,6 @@ control_socket_disable = True
 
 OLDEST = (27, 0)  # the oldest gunicorn these hooks are tested with
 
-# Each worker's files grow a page at a time through mmap: on a full file system the write
-# faults and the kernel kills the worker (SIGBUS), mid-request, after its commit.
-MIN_FREE = 64 << 20  # bytes free in the directory at start
-
 
 class _Logger(glogging.Logger):
     """gunicorn's logger, its lines in the service's ``log_format`` (gunicorn makes its
@@ -121,17 +116,9 @@ def on_starting(server: Arbiter) -> None:
     os.environ[once.ENV] = tempfile.mkdtemp(prefix="plant-store-once-")
     directory = os.environ[ENV]
     try:
-        os.makedirs(directory, exist_ok=True)
-        for path in glob.glob(os.path.join(directory, "*.db")):
-            os.unlink(path)
-        tempfile.TemporaryFile(dir=directory).close()
-        stats = os.statvfs(directory)
-    except OSError as exc:
-        raise SystemExit(f"plant-store: error: {ENV}={directory}: {exc.strerror}") from None
-    free = stats.f_bavail * stats.f_frsize
-    if free < MIN_FREE:
-        raise SystemExit(f"plant-store: error: {ENV}={directory}: {free >> 20} MiB free; the "
-                         f"workers' metrics need at least {MIN_FREE >> 20} MiB")
+        metrics_archive.prepare(directory)
+    except metrics_archive.DirectoryError as exc:
+        raise SystemExit(f"plant-store: error: {ENV}={directory}: {exc}") from None
 
 
 def nworkers_changed(server: Arbiter, new_value: int, old_value: int | None) -> None:

@@ -200,6 +200,64 @@ def test_recycled_gunicorn_workers_leave_a_bounded_directory_and_their_counts(
         gunicorn.stderr.close()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("named", [False, True])
+def test_granian_workers_on_postgresql_add_up_in_one_scrape(tmp_path, database_url, named):
+    """``serve --server granian --workers 2``: creates spread over both workers (a fresh
+    connection each), and a scrape from a fresh connection, whichever worker answers it,
+    counts every one. The directory is made and removed by the master, or taken from
+    PROMETHEUS_MULTIPROC_DIR, emptied at the start and left with the archive only."""
+    metrics_dir, temp = tmp_path / "metrics", tmp_path / "tmp"
+    metrics_dir.mkdir()
+    temp.mkdir()
+    (metrics_dir / "counter_1.db").write_bytes(b"left by an earlier run")
+    env = {"TMPDIR": str(temp)}  # where the master makes one
+    if named:
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+    count, clients = 120, 6
+    with Server(tmp_path / "d", "--server", "granian", "--workers", "2", "--store",
+                "postgresql", "--database-url", database_url, env=env) as server:
+        token = server.first_token
+        creates, workers = [], set()
+
+        def client(n):
+            for i in range(count // clients):
+                status, headers, _ = server.request("POST", "/plants",
+                                                    {"id": 1000 * n + i, "name": "w"}, token)
+                creates.append(status)
+                workers.add(headers["X-Request-ID"].rsplit("-", 1)[0])
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert creates == [200] * count
+        assert len(workers) == 2, "one worker took every create"
+        answered_by = set()
+        for _ in range(20):  # each on a fresh connection: either worker answers
+            status, headers, text = server.request("GET", "/metrics", token=token)
+            assert status == 200
+            answered_by.add(headers["X-Request-ID"].rsplit("-", 1)[0])
+            got = samples(text.decode())
+            assert value(got, "plant_store_http_requests_total",
+                         route="/plants", method="POST", status="200") == count
+            writes = value(got, "plant_store_store_write_duration_seconds_count")
+            assert 0 < writes <= count  # concurrent creates may share a statement
+        assert len(answered_by) == 2, "one worker answered every scrape"
+        made = list(temp.iterdir())
+        assert (made == []) == named, made
+    assert server.proc.returncode == 0
+    assert list(temp.iterdir()) == []  # made by the master: removed at exit
+    left = sorted(path.name for path in metrics_dir.iterdir())
+    if named:  # emptied at the start; the workers' files merged into the archive at the end
+        assert "counter_1.db" not in left and "counter_dead.db" in left, left
+        assert [name for name in left if name.endswith(".db")] == [
+            "counter_dead.db", "histogram_dead.db"], left
+    else:
+        assert left == ["counter_1.db"]  # not this server's
+
+
 def test_gunicorn_refuses_a_metrics_directory_its_workers_could_not_write(tmp_path):
     """A full file system would kill workers by SIGBUS mid-request; a read-only one would
     drop every request: both are refused at start, in one line."""

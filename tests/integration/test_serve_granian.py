@@ -195,9 +195,6 @@ def test_several_workers_on_postgresql_each_serve_with_its_probes(tmp_path, data
         workers = re.findall(r"Spawning worker-\d with PID: (\d+)", "".join(server.stderr))
         assert len(workers) == 2
     assert server.proc.returncode == 0
-    result = run_cli("serve", *GRANIAN, "--port", "0", "--store", "postgresql",
-                     "--database-url", database_url, "--workers", "2")
-    assert result.returncode == 2 and "set metrics = off" in result.stderr
 
 
 def test_malformed_requests_get_hypers_own_400_and_bodies_the_error_shape(tmp_path):

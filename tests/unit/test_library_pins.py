@@ -2,6 +2,7 @@
 release that changes it fails here, naming the library (plant_store.prometheus_adapter and
 plant_store.stores.postgres.pool_adapter list what is relied on)."""
 
+import importlib.metadata
 import itertools
 import socket
 import threading
@@ -18,6 +19,7 @@ from plant_store import prometheus_adapter
 from plant_store.stores.postgres import pool_adapter
 
 POOL = f"psycopg_pool {psycopg_pool.__version__}"
+CLIENT = f"prometheus_client {importlib.metadata.version('prometheus_client')}"
 
 
 def test_the_reconnect_back_off_is_capped():
@@ -120,3 +122,25 @@ def test_http_client_connects_through_create_connection():
     with pytest.raises(Refused):
         connection.connect()
     assert called == [("192.0.2.1", 9)], "http.client no longer connects via _create_connection"
+
+
+def test_a_process_switches_to_counting_in_files_after_the_clients_import(
+        tmp_path, monkeypatch):
+    """granian's forked workers: the master imported the client before naming the directory
+    (prometheus_adapter.count_in_files)."""
+    from prometheus_client import Counter, values
+
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    with pytest.raises(ValueError, match="not set"):
+        prometheus_adapter.count_in_files()
+    assert values.ValueClass is values.MutexValue, f"{CLIENT}: chosen at import as before"
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    try:
+        prometheus_adapter.count_in_files()
+        Counter("pinned", "h", registry=CollectorRegistry()).inc(3)
+        registry = CollectorRegistry(auto_describe=False)
+        MultiProcessCollector(registry, str(tmp_path))
+        assert "pinned_total 3.0" in generate_latest(registry).decode(), CLIENT
+    finally:
+        values.ValueClass.close_all_files()  # type: ignore[attr-defined]
+        values.ValueClass = values.MutexValue

@@ -15,15 +15,15 @@ import subprocess
 import pytest
 import webtest
 
-from browser import Browser, find_chromium
-from pgserver import PostgresServer, find_bindir
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.metrics import for_config
 from plant_store.stores import JsonFileStore, MemoryStore
 from plant_store.tokens import TokenFile
 from plant_store.util.words import counted
-from proxies import certificates
+from support.browser import Browser, find_chromium
+from support.pgserver import PostgresServer, find_bindir
+from support.proxies import certificates
 
 
 def _ignore(signum, frame):
@@ -96,7 +96,7 @@ def _needed(found, missing, packages, tests):
 
 @pytest.fixture(scope="session")
 def postgres():
-    """One throwaway PostgreSQL server for the whole run (tests/pgserver.py). Without the
+    """One throwaway PostgreSQL server for the whole run (tests/support/pgserver.py). Without the
     server binaries the tests that need it skip, and the summary says how many; in CI
     (``CI=true``) they fail instead, since CI must run them."""
     yield from a_postgres_server()
@@ -129,11 +129,11 @@ NO_CHROMIUM = "Chromium is not installed"
 
 @pytest.fixture(scope="session")
 def browser():
-    """One headless Chromium for the whole run (tests/browser.py). Without Debian's chromium
+    """One headless Chromium for the whole run (tests/support/browser.py). Without Debian's chromium
     and chromium-driver the tests that need it skip, and the summary says how many; in CI
     (``CI=true``) they fail instead, since CI must run them."""
     found = _needed(find_chromium(), NO_CHROMIUM, "chromium, chromium-driver", "browser")
-    # It trusts the proxies' test certificate (tests/proxies.py), for pages over HTTPS.
+    # It trusts the proxies' test certificate (tests/support/proxies.py), for pages over HTTPS.
     browser = Browser(*found, trusted_keys=(certificates().spki,))
     try:
         yield browser

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from conftest import unit_twin
-from serverproc import Server
+from support.servers import Server
 
 _twin = unit_twin("http/test_access_log.py")  # the helpers both halves use
 logged_app, lines_when = _twin.logged_app, _twin.lines_when

@@ -8,7 +8,7 @@ import os
 from conftest import unit_twin
 from plant_store.stores import JsonFileStore, Plant
 from plant_store.stores.jsonfile.store import DATA_FILE
-from serverproc import Server
+from support.servers import Server
 
 _twin = unit_twin("stores/test_appendlog.py")  # the helpers both halves use
 write_in_child = _twin.write_in_child

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from conftest import unit_twin
-from serverproc import http_request
+from support.servers import http_request
 from test_prefork import gunicorn, uwsgi
 
 _twin = unit_twin("http/test_forwarded.py")  # the helpers both halves use

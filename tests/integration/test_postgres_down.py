@@ -8,7 +8,7 @@ import pytest
 
 from conftest import a_postgres_server
 from plant_store.stores.postgres.connection import describe
-from serverproc import Server
+from support.servers import Server
 
 
 @pytest.mark.parametrize(("url", "where"), [

@@ -18,7 +18,7 @@ from plant_store.stores.postgres import PostgresStore, schema
 from plant_store.stores.postgres import store as pg_store
 from plant_store.stores.preconditions import ANY, Preconditions
 from plant_store.tokens import TokenFile
-from serverproc import Server
+from support.servers import Server
 
 pytestmark = pytest.mark.slow  # real servers and PostgreSQL: .ci/run runs them after the suite
 NEVER = Preconditions(if_match=frozenset())  # If-Match naming no version at all

@@ -27,8 +27,8 @@ from plant_store.serving.lazy_app import UNAVAILABLE
 from plant_store.stores import JsonFileStore, Plant, open_store
 from plant_store.stores.lock import StoreLocked
 from plant_store.tokens import TokenFile
-from receiver import SECRET, Receiver, verified
-from serverproc import StoreHolder, free_port, http_request
+from support.receiver import SECRET, Receiver, verified
+from support.servers import StoreHolder, free_port, http_request
 
 BIN = os.path.dirname(sys.executable)
 APP = "plant_store.wsgi:application"

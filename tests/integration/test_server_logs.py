@@ -5,7 +5,7 @@ Python's last-resort handler, and dropped its INFO lines)."""
 import json
 import time
 
-from serverproc import http_request
+from support.servers import http_request
 from test_prefork import gunicorn, uwsgi
 
 

@@ -18,8 +18,8 @@ from plant_store.config import Config
 from plant_store.serving import lazy_app
 from plant_store.serving.lazy_app import UNAVAILABLE, LazyApp
 from plant_store.tokens import TokenFile
-from receiver import SECRET
-from serverproc import StoreHolder
+from support.receiver import SECRET
+from support.servers import StoreHolder
 
 _twin = unit_twin("serving/test_wsgi.py")  # the helpers both halves use
 call = _twin.call

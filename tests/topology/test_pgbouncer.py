@@ -1,5 +1,5 @@
 """The PostgreSQL store behind pgbouncer (Debian's, 1.18), in session and in transaction
-mode, with pgbouncer's defaults (tests/pgbouncer.py): the service starts (no startup
+mode, with pgbouncer's defaults (tests/support/pgbouncer.py): the service starts (no startup
 ``options``, which pgbouncer refuses), the store contract holds, webhooks are delivered,
 a create behind a table lock answers 503 within the deadline, and in transaction mode
 (``database_prepared_statements = false``) a mixed load sees no 500s and no prepared
@@ -22,12 +22,12 @@ import types
 import pytest
 
 from conftest import NO_POSTGRES, _needed, store_contract
-from pgbouncer import PgBouncer, find_pgbouncer
-from pgserver import PostgresServer, find_bindir
 from plant_store.stores import Plant
 from plant_store.tokens import TokenFile
-from receiver import SECRET, Receiver, verified
-from serverproc import Server
+from support.pgbouncer import PgBouncer, find_pgbouncer
+from support.pgserver import PostgresServer, find_bindir
+from support.receiver import SECRET, Receiver, verified
+from support.servers import Server
 
 # The store contract (tests/unit/stores/test_stores.py), collected here again: its ``store`` is the
 # fixture below, a PostgresStore reached through pgbouncer in each mode.

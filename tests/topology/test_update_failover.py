@@ -1,5 +1,5 @@
 """Updates through a failover: ``plant-store serve`` on a primary with a synchronous
-standby (tests/pgcluster.py), 8 clients each updating its own plant to version 1, 2, ...
+standby (tests/support/pgcluster.py), 8 clients each updating its own plant to version 1, 2, ...
 while the primary is killed and, past the requests' deadline, the standby promoted. On the
 new primary each plant is at least its last version answered 200 (nothing acknowledged is
 lost), and any later version
@@ -16,10 +16,10 @@ import time
 import pytest
 
 from conftest import NO_POSTGRES, _needed
-from pgcluster import Cluster
-from pgserver import find_bindir
 from plant_store.tokens import TokenFile
-from serverproc import Server
+from support.pgcluster import Cluster
+from support.pgserver import find_bindir
+from support.servers import Server
 
 pytestmark = pytest.mark.topology
 

@@ -1,10 +1,7 @@
 import collections
-import errno
-import importlib.resources
 import importlib.util
 import io
 import itertools
-import json
 import os
 import pathlib
 import re
@@ -22,7 +19,8 @@ from plant_store.stores import JsonFileStore, MemoryStore
 from plant_store.tokens import TokenFile
 from plant_store.util.words import counted
 from support.browser import Browser, find_chromium
-from support.pgserver import PostgresServer, find_bindir
+from support.needs import NO_CHROMIUM, NO_POSTGRES, needed
+from support.pgserver import a_postgres_server
 from support.proxies import certificates
 
 
@@ -80,18 +78,7 @@ def store(request, tmp_path):
     store.close()
 
 
-NO_POSTGRES = "PostgreSQL is not installed"
 _database_names = itertools.count(1)
-
-
-def _needed(found, missing, packages, tests):
-    """``found``, or skip the test saying what is missing; in CI (``CI=true``) fail instead."""
-    if found is None:
-        reason = f"{missing}; .ci/run installs it (Debian's {packages})"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}, and CI must run the {tests} tests", pytrace=False)
-        pytest.skip(reason)
-    return found
 
 
 @pytest.fixture(scope="session")
@@ -100,18 +87,6 @@ def postgres():
     server binaries the tests that need it skip, and the summary says how many; in CI
     (``CI=true``) they fail instead, since CI must run them."""
     yield from a_postgres_server()
-
-
-def a_postgres_server():
-    """A throwaway PostgreSQL server of its own, yielded started and removed afterwards,
-    for fixtures that stop or reconfigure theirs."""
-    server = PostgresServer(_needed(find_bindir(), NO_POSTGRES, "postgresql package",
-                                    "PostgreSQL"))
-    try:
-        server.start()
-        yield server
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture
@@ -124,15 +99,12 @@ def database_url(postgres, request):
     postgres.drop_database(name)
 
 
-NO_CHROMIUM = "Chromium is not installed"
-
-
 @pytest.fixture(scope="session")
 def browser():
     """One headless Chromium for the whole run (tests/support/browser.py). Without Debian's chromium
     and chromium-driver the tests that need it skip, and the summary says how many; in CI
     (``CI=true``) they fail instead, since CI must run them."""
-    found = _needed(find_chromium(), NO_CHROMIUM, "chromium, chromium-driver", "browser")
+    found = needed(find_chromium(), NO_CHROMIUM, "chromium, chromium-driver", "browser")
     # It trusts the proxies' test certificate (tests/support/proxies.py), for pages over HTTPS.
     browser = Browser(*found, trusted_keys=(certificates().spki,))
     try:
@@ -191,55 +163,6 @@ def app(config, tokens, token):
     )
     test_app.store = store
     return test_app
-
-
-def assert_error(response, status):
-    """The contract's Error shape: JSON, the status as an int, a non-empty sentence."""
-    assert response.status_int == status
-    assert response.content_type == "application/json"
-    assert set(response.json) == {"error", "message"}
-    assert response.json["error"] == status
-    assert isinstance(response.json["message"], str) and response.json["message"]
-    return response.json["message"]
-
-
-DOCUMENT = json.loads(
-    importlib.resources.files("plant_store.http").joinpath("openapi.json").read_text("utf-8"))
-
-
-def resolve(schema: dict) -> dict:
-    """Flatten ``$ref`` and ``allOf`` into one object schema, as a validator would see it."""
-    if "$ref" in schema:
-        return resolve(DOCUMENT["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]])
-    if "allOf" in schema:
-        parts = [resolve(part) for part in schema["allOf"]]
-        return {
-            "type": "object",
-            "properties": {k: v for part in parts for k, v in part["properties"].items()},
-            "required": [r for part in parts for r in part.get("required", [])],
-        }
-    return schema
-
-
-class FaultyStore(JsonFileStore):
-    """Fails the next write or fsync on demand; a failed write may first write a part."""
-
-    def __init__(self, *args, **kwargs):
-        self.fail_write = self.fail_fsync = False
-        self.partial = 0
-        super().__init__(*args, **kwargs)
-
-    def _write(self, fd, data):
-        if self.fail_write:
-            if self.partial and len(data) > self.partial:
-                return JsonFileStore._write(fd, data[: self.partial])
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return JsonFileStore._write(fd, data)
-
-    def _fsync_fd(self, fd):
-        if self.fail_fsync:
-            raise OSError(errno.EIO, "Input/output error")
-        JsonFileStore._fsync_fd(fd)
 
 
 @pytest.fixture(autouse=True)

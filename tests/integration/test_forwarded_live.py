@@ -7,8 +7,8 @@ import time
 import pytest
 
 from conftest import unit_twin
+from support.prefork import gunicorn, uwsgi
 from support.servers import http_request
-from test_prefork import gunicorn, uwsgi
 
 _twin = unit_twin("http/test_forwarded.py")  # the helpers both halves use
 CLIENT = _twin.CLIENT

@@ -15,8 +15,8 @@ import gunicorn as gunicorn_package
 import psycopg
 import pytest
 
+from support.prefork import WsgiServer
 from support.servers import exchange, free_port, http_request
-from test_prefork import WsgiServer
 
 GUNICORN = os.path.join(os.path.dirname(sys.executable), "gunicorn")
 HOOKS = ("-c", "python:plant_store.gunicorn_hooks")

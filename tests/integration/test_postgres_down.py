@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from conftest import a_postgres_server
 from plant_store.stores.postgres.connection import describe
+from support.pgserver import a_postgres_server
 from support.servers import Server
 
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from support.prefork import WsgiServer
 from support.servers import Server
-from test_prefork import WsgiServer
 
 STUCK_STORE = """
 import time

@@ -23,9 +23,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from support.prefork import APP, BIN, WsgiServer
 from support.proxies import Apache, Caddy, CaddyStripPrefix, HAProxy, Nginx, missing
 from support.servers import Server, free_port, http_request, parse_answer
-from test_prefork import APP, BIN, WsgiServer
 
 PROXIES = {proxy.name: proxy for proxy in (Nginx, Apache, Caddy, HAProxy, CaddyStripPrefix)}
 SERVERS = ("serve", "gunicorn", "uwsgi")

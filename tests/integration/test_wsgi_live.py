@@ -12,12 +12,13 @@ import time
 import pytest
 import webtest
 
-from conftest import assert_error, unit_twin
+from conftest import unit_twin
 from plant_store import __version__
 from plant_store.config import Config
 from plant_store.serving import lazy_app
 from plant_store.serving.lazy_app import UNAVAILABLE, LazyApp
 from plant_store.tokens import TokenFile
+from support.assertions import assert_error
 from support.receiver import SECRET
 from support.servers import StoreHolder
 

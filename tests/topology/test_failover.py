@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from conftest import NO_POSTGRES, _needed
 from plant_store.tokens import TokenFile
+from support.needs import NO_POSTGRES, needed
 from support.pgcluster import UNKNOWN, Cluster, Load, ReadyPoller, create, tally
 from support.pgserver import find_bindir
 from support.servers import Server
@@ -38,7 +38,7 @@ CLIENT_TIMEOUT = 15  # seconds a client waits for an answer: "no answer" past it
 
 @pytest.fixture(scope="module")
 def bindir():
-    return _needed(find_bindir(), NO_POSTGRES, "postgresql package", "PostgreSQL")
+    return needed(find_bindir(), NO_POSTGRES, "postgresql package", "PostgreSQL")
 
 
 def serve(cluster, base, env=None):

@@ -24,8 +24,8 @@ import time
 
 import pytest
 
-from conftest import _needed
 from plant_store.tokens import TokenFile
+from support.needs import needed
 from support.patroni_cluster import PatroniCluster, missing
 from support.servers import Server, wait_answering
 
@@ -41,7 +41,7 @@ UNKNOWN = "may have been created"
 @pytest.fixture(scope="module")
 def cluster():
     reason = missing()
-    _needed(None if reason else True, reason or "", "patroni, etcd-server, haproxy", "Patroni")
+    needed(None if reason else True, reason or "", "patroni, etcd-server, haproxy", "Patroni")
     cluster = PatroniCluster()
     try:
         cluster.start()

@@ -21,9 +21,10 @@ import types
 
 import pytest
 
-from conftest import NO_POSTGRES, _needed, store_contract
+from conftest import store_contract
 from plant_store.stores import Plant
 from plant_store.tokens import TokenFile
+from support.needs import NO_POSTGRES, needed
 from support.pgbouncer import PgBouncer, find_pgbouncer
 from support.pgserver import PostgresServer, find_bindir
 from support.receiver import SECRET, Receiver, verified
@@ -53,7 +54,7 @@ _names = itertools.count(1)
 @pytest.fixture(scope="module")
 def pg():
     """A PostgreSQL server on 127.0.0.1, for pgbouncer to reach over TCP."""
-    server = PostgresServer(_needed(find_bindir(), NO_POSTGRES, "postgresql package",
+    server = PostgresServer(needed(find_bindir(), NO_POSTGRES, "postgresql package",
                                     "PostgreSQL"))
     try:
         server.start(tcp=True)
@@ -65,7 +66,7 @@ def pg():
 @pytest.fixture(scope="module", params=MODES)
 def bouncer(request, pg):
     bouncer = PgBouncer(pg, request.param, pool_size=BOUNCER_POOL[request.param],
-                        executable=_needed(find_pgbouncer(), NO_PGBOUNCER, "pgbouncer package",
+                        executable=needed(find_pgbouncer(), NO_PGBOUNCER, "pgbouncer package",
                                            "pgbouncer"))
     try:
         bouncer.start()

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from conftest import NO_POSTGRES, _needed
 from plant_store.tokens import TokenFile
+from support.needs import NO_POSTGRES, needed
 from support.pgcluster import Cluster
 from support.pgserver import find_bindir
 from support.servers import Server
@@ -48,7 +48,7 @@ def client(port, token, plant_id, answers, stop):
 
 
 def test_updates_through_a_failover_lose_nothing_and_every_503_is_true(tmp_path):
-    bindir = _needed(find_bindir(), NO_POSTGRES, "postgresql package", "PostgreSQL")
+    bindir = needed(find_bindir(), NO_POSTGRES, "postgresql package", "PostgreSQL")
     cluster = Cluster(bindir)
     server = None
     try:

@@ -11,13 +11,13 @@ import webtest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import FaultyStore
 from plant_store import metrics
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.metrics import for_config
 from plant_store.stores import JsonFileStore, MemoryStore, Plant
 from plant_store.tokens import TokenFile
+from support.faulty_stores import FaultyStore
 
 
 def samples(text):

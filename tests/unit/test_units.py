@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import _needed
+from support.needs import needed
 
 CONF = pathlib.Path(__file__).parents[2] / "conf"
 UNITS = ["plant-store.service.example", "plant-store-gunicorn.service.example"]
@@ -16,7 +16,7 @@ OK = 2.0  # systemd's scale: up to 1.9 "OK"... 10 "UNSAFE"; 7.9 before the harde
 
 
 def analyze():
-    return _needed(ANALYZE, "systemd-analyze is not installed", "systemd package", "unit")
+    return needed(ANALYZE, "systemd-analyze is not installed", "systemd package", "unit")
 
 
 @pytest.mark.parametrize("name", UNITS)

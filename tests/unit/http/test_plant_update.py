@@ -10,12 +10,13 @@ import re
 import pytest
 import webtest
 
-from conftest import assert_error, resolve
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.http import etags
 from plant_store.http.schemas import PlantUpdateSchema
 from plant_store.stores import JsonFileStore, MemoryStore, Plant
+from support.assertions import assert_error
+from support.openapi import resolve
 
 STRONG = re.compile(r'"([0-9a-f]+\.)?[0-9]+\.[0-9]+"')  # a version: [store.]create.revision
 

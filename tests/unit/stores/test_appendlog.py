@@ -127,7 +127,7 @@ def test_no_write_is_acknowledged_into_a_file_gone_from_its_path(tmp_path, how):
 
 
 def test_failed_writes_are_logged_without_flooding(tmp_path, caplog):
-    from conftest import FaultyStore
+    from support.faulty_stores import FaultyStore
 
     with FaultyStore(str(tmp_path)) as store:
         store.fail_write = True

@@ -10,10 +10,10 @@ import hmac
 import pytest
 from standardwebhooks import Webhook
 
-from conftest import FaultyStore
 from plant_store.config import Config
 from plant_store.stores import MemoryStore, Plant, StoreUnavailable
 from plant_store.webhooks import worker as webhooks
+from support.faulty_stores import FaultyStore
 from support.receiver import SECRET
 
 

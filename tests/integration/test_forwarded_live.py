@@ -6,12 +6,9 @@ import time
 
 import pytest
 
-from conftest import unit_twin
+from support.addresses import CLIENT
 from support.prefork import gunicorn, uwsgi
 from support.servers import http_request
-
-_twin = unit_twin("http/test_forwarded.py")  # the helpers both halves use
-CLIENT = _twin.CLIENT
 
 
 @pytest.mark.parametrize("server", ["gunicorn", "uwsgi"])

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from conftest import unit_twin
 from plant_store.tokens import TokenFile
 from plant_store.webhooks.worker import new_secret
 from support import mounts
+from support.metrics import samples, scrape, value
 from support.receiver import Receiver
 from support.servers import (
     Server,
@@ -25,9 +25,6 @@ from support.servers import (
     run_cli,
     wait_answering,
 )
-
-_twin = unit_twin("test_metrics.py")  # the helpers both halves use
-samples, value, scrape = _twin.samples, _twin.value, _twin.scrape
 
 SCRAPE_COPY = os.environ.get("PLANT_STORE_KEEP_SCRAPE")  # a path: keep the scrape there
 

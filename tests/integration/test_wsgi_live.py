@@ -12,7 +12,6 @@ import time
 import pytest
 import webtest
 
-from conftest import unit_twin
 from plant_store import __version__
 from plant_store.config import Config
 from plant_store.serving import lazy_app
@@ -21,9 +20,7 @@ from plant_store.tokens import TokenFile
 from support.assertions import assert_error
 from support.receiver import SECRET
 from support.servers import StoreHolder
-
-_twin = unit_twin("serving/test_wsgi.py")  # the helpers both halves use
-call = _twin.call
+from support.wsgi import call
 
 
 def test_wsgi_module_builds_the_app_from_the_environment(tmp_path):

@@ -18,23 +18,7 @@ from plant_store.metrics import for_config
 from plant_store.stores import JsonFileStore, MemoryStore, Plant
 from plant_store.tokens import TokenFile
 from support.faulty_stores import FaultyStore
-
-
-def samples(text):
-    """{(sample name, sorted label items): value} of a scrape."""
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(scraped, name, **labels):
-    return scraped.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-def scrape(request, token=None):
-    status, headers, body = request("GET", "/metrics", token=token)
-    assert status == 200, body
-    assert headers["Content-Type"].startswith("text/plain; version=")
-    return body.decode()
+from support.metrics import samples, value
 
 
 def test_the_default_is_behind_the_token():

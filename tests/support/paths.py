@@ -2,6 +2,7 @@
 
 import pathlib
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).parents[2]
 CONF = ROOT / "conf"  # the shipped examples
 EXAMPLE = CONF / "plant-store.ini"  # the shipped configuration example
+UNIT = ROOT / "tests" / "unit"  # runs in process and starts nothing

@@ -1,5 +1,5 @@
-"""The real-server half of tests/unit/serving/test_wsgi.py: ``plant_store.wsgi:application`` is
-a plain WSGI app configured from the environment, built in the process that serves it."""
+"""The real-server half of tests/unit/serving/test_lazy_app.py: ``plant_store.wsgi:application``
+is a plain WSGI app configured from the environment, built in the process that serves it."""
 
 import json
 import logging

@@ -1,5 +1,5 @@
-"""``plant_store.wsgi:application`` is a plain WSGI app configured from the environment,
-built in the process that serves it."""
+"""plant_store.serving.lazy_app: ``plant_store.wsgi:application`` is a plain WSGI app
+configured from the environment, built (by LazyApp) in the process that serves it."""
 
 import threading
 import time

@@ -6,11 +6,8 @@ import socket
 
 import pytest
 
-from conftest import unit_twin
-from serverproc import Server
-
-_twin = unit_twin("http/test_access_log.py")  # the helpers both halves use
-logged_app, lines_when = _twin.logged_app, _twin.lines_when
+from support.access_logs import lines_when, logged_app
+from support.servers import Server
 
 
 # Python 3.12+ warns about fork() in a process with threads; forking one is the point here.

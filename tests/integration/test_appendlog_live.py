@@ -5,13 +5,10 @@ replaced under the log acknowledges nothing more."""
 
 import os
 
-from conftest import unit_twin
 from plant_store.stores import JsonFileStore, Plant
 from plant_store.stores.jsonfile.store import DATA_FILE
-from serverproc import Server
-
-_twin = unit_twin("stores/test_appendlog.py")  # the helpers both halves use
-write_in_child = _twin.write_in_child
+from support.forks import write_in_child
+from support.servers import Server
 
 
 def test_a_data_file_deleted_under_a_running_server_is_a_503_not_a_200(tmp_path):

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from serverproc import Server, exchange
+from support.servers import Server, exchange
 
 HUGE = 300  # MiB offered, far past the 64 KiB limit
 MIB = b" " * (1 << 20)

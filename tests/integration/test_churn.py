@@ -12,7 +12,7 @@ import time
 import pytest
 
 from plant_store.stores import JsonFileStore, Plant
-from serverproc import Server
+from support.servers import Server
 
 IDS = 20
 THREADS = 8

@@ -10,7 +10,7 @@ import pytest
 
 from plant_store.stores import JsonFileStore, Plant
 from plant_store.tokens import TokenFile
-from serverproc import Server, run_cli
+from support.servers import Server, run_cli
 
 run = run_cli
 

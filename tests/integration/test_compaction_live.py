@@ -5,13 +5,10 @@ one, whole, and the same plants and deliveries."""
 import os
 import threading
 
-from conftest import unit_twin
 from plant_store.stores import JsonFileStore, Plant
 from plant_store.stores.jsonfile.store import COMPACT_FILE, DATA_FILE
-from serverproc import Server, run_cli
-
-_twin = unit_twin("stores/test_compaction.py")  # the helpers both halves use
-HOOK, fill, state = _twin.HOOK, _twin.fill, _twin.state
+from support.filled_stores import fill, state
+from support.servers import Server, run_cli
 
 
 def crash_at(tmp_path, n):

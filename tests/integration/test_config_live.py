@@ -4,10 +4,7 @@ win; bad values are refused with their source."""
 import subprocess
 import sys
 
-from conftest import unit_twin
-
-_twin = unit_twin("test_config.py")  # the helpers both halves use
-EXAMPLE = _twin.EXAMPLE
+from support.paths import EXAMPLE
 
 
 def test_the_example_file_is_what_config_example_prints():

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from serverproc import http_request
+from support.servers import http_request
 
 ROOT = str(pathlib.Path(__file__).resolve().parents[2])
 CONTAINERFILE = os.path.join(ROOT, "Containerfile")

@@ -2,7 +2,7 @@
 a browser's preflight before the token check, and marks real cross-origin answers (refusals
 too) readable by the origins allowed; other origins get no CORS headers. Over real HTTP."""
 
-from serverproc import Server
+from support.servers import Server
 
 ORIGIN = "https://garden.example"
 PREFLIGHT = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST",

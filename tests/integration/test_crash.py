@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from plant_store.stores import JsonFileStore, Plant
-from serverproc import Server
+from support.servers import Server
 
 KILLS = 20
 TIME_BUDGET = 120  # seconds; the loop fails rather than run on

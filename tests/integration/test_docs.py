@@ -31,7 +31,7 @@ def test_the_readmes_first_request_is_a_session_run_right_before_the_tutorial():
     """README.rst's first request runs itself (tests/integration/test_readme_sessions.py), and the
     tutorial's sessions run next, in the same shell: the tutorial starts from what the
     README left (its server stopped, its token in $TOKEN, plant 1 stored)."""
-    import sessions
+    from support import sessions
 
     readme = sessions.page_blocks(("README.rst",))
     [first] = [b for b in readme if b.intro.endswith("then list the plants::")]

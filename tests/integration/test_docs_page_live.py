@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from serverproc import Server, exchange
+from support.servers import Server, exchange
 
 FILL = """
 const [field, text] = arguments;

@@ -9,7 +9,7 @@ def test_head_answers_wherever_get_does(tmp_path):
     """Over waitress: the GET answer's status and headers, without a body."""
     import http.client
 
-    from serverproc import Server
+    from support.servers import Server
 
     with Server(tmp_path) as server:
         token = server.first_token

@@ -7,9 +7,9 @@ turns read-only while running is covered by the injected faults of test_jsonfile
 import os
 import signal
 
-import mounts
 from plant_store.stores import JsonFileStore, Plant
-from serverproc import Server, run_cli
+from support import mounts
+from support.servers import Server, run_cli
 
 
 def fill(path, leave):

@@ -6,12 +6,9 @@ import time
 
 import pytest
 
-from conftest import unit_twin
-from serverproc import http_request
-from test_prefork import gunicorn, uwsgi
-
-_twin = unit_twin("http/test_forwarded.py")  # the helpers both halves use
-CLIENT = _twin.CLIENT
+from support.addresses import CLIENT
+from support.prefork import gunicorn, uwsgi
+from support.servers import http_request
 
 
 @pytest.mark.parametrize("server", ["gunicorn", "uwsgi"])

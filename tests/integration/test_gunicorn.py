@@ -15,8 +15,8 @@ import gunicorn as gunicorn_package
 import psycopg
 import pytest
 
-from serverproc import exchange, free_port, http_request
-from test_prefork import WsgiServer
+from support.prefork import WsgiServer
+from support.servers import exchange, free_port, http_request
 
 GUNICORN = os.path.join(os.path.dirname(sys.executable), "gunicorn")
 HOOKS = ("-c", "python:plant_store.gunicorn_hooks")
@@ -286,7 +286,7 @@ def test_a_recycled_worker_does_not_repeat_the_start_warning(tmp_path):
     per server start."""
     import base64
 
-    from serverproc import Server
+    from support.servers import Server
 
     secret = "whsec_" + base64.b64encode(b"k" * 32).decode()
     first = Server(tmp_path / "data", "--webhook-urls", "http://127.0.0.1:9/",

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from serverproc import Server, exchange, free_port, http_request
+from support.servers import Server, exchange, free_port, http_request
 
 BUNDLE = "/docs/swagger-ui-bundle.js"  # the biggest public answer (1.4 MB)
 MANY_DESCRIPTORS = """

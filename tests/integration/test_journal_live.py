@@ -8,7 +8,7 @@ import pytest
 
 from plant_store.stores import JsonFileStore, Plant
 from plant_store.stores.jsonfile.journal import CorruptJournal
-from serverproc import run_cli
+from support.servers import run_cli
 
 GOOD = (b'{"op":"create","id":1,"name":"Fern"}\n'
         b'{"op":"create","id":2,"name":"Palm","tag":"tree"}\n')

@@ -11,11 +11,8 @@ import textwrap
 
 import pytest
 
-from conftest import unit_twin
 from plant_store import prometheus_adapter
-
-_twin = unit_twin("test_library_pins.py")  # the helpers both halves use
-scrape = _twin.scrape
+from support.metrics import scrape_directory
 
 PROMETHEUS = f"prometheus_client {importlib.metadata.version('prometheus_client')}"
 
@@ -39,7 +36,7 @@ def test_a_merged_archive_is_read_as_the_workers_files_were(tmp_path):
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     for _ in range(2):
         subprocess.run([sys.executable, "-c", WORKER], env=env, check=True)
-    before = scrape(tmp_path)
+    before = scrape_directory(tmp_path)
     assert before[("requests_total", (("status", "200"),))] == 4, f"{PROMETHEUS}: {before}"
     assert before[("seconds_bucket", (("le", "1.0"),))] == 4, f"{PROMETHEUS}: {before}"
     for kind in ("counter", "histogram"):
@@ -52,6 +49,6 @@ def test_a_merged_archive_is_read_as_the_workers_files_were(tmp_path):
             worker.unlink()
     assert sorted(path.name for path in tmp_path.iterdir()) == [
         "counter_dead.db", "histogram_dead.db"]
-    assert scrape(tmp_path) == pytest.approx(before), (
+    assert scrape_directory(tmp_path) == pytest.approx(before), (
         f"{PROMETHEUS}: the archive reads otherwise")
 

@@ -7,11 +7,8 @@ import types
 
 import pytest
 
-from conftest import unit_twin
 from plant_store import metrics_archive
-
-_twin = unit_twin("test_metrics_archive.py")  # the helpers both halves use
-WORKERS, write_worker, scrape = _twin.WORKERS, _twin.write_worker, _twin.scrape
+from support.metrics import scrape_archive, write_worker
 
 
 def test_a_merge_scrapes_put_off_is_done_at_a_later_end_never_under_a_live_pid(
@@ -23,12 +20,12 @@ def test_a_merge_scrapes_put_off_is_done_at_a_later_end_never_under_a_live_pid(
     server = types.SimpleNamespace(WORKERS=workers, log=logging.getLogger("test"))
     for pid in (101, 102, 103):
         write_worker(tmp_path, pid)
-    expected = scrape(tmp_path)
+    expected = scrape_archive(tmp_path)
     monkeypatch.setattr(metrics_archive, "LOCK_WAIT", 0.05)
     with metrics_archive.reading(str(tmp_path)):  # a long scrape
         gunicorn_hooks.child_exit(server, types.SimpleNamespace(pid=101))
     assert (tmp_path / "counter_101.db").exists()  # put off, still counted
-    assert scrape(tmp_path) == pytest.approx(expected)
+    assert scrape_archive(tmp_path) == pytest.approx(expected)
     workers[101] = object()  # the PID, given to a new worker, must not be merged now
     gunicorn_hooks.child_exit(server, types.SimpleNamespace(pid=102))
     assert (tmp_path / "counter_101.db").exists() and not (tmp_path / "counter_102.db").exists()
@@ -37,4 +34,4 @@ def test_a_merge_scrapes_put_off_is_done_at_a_later_end_never_under_a_live_pid(
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "counter_103.db", "counter_dead.db", "histogram_103.db", "histogram_dead.db",
         "merge.lock"]
-    assert scrape(tmp_path) == pytest.approx(expected)
+    assert scrape_archive(tmp_path) == pytest.approx(expected)

@@ -11,15 +11,20 @@ import time
 
 import pytest
 
-import mounts
-from conftest import unit_twin
 from plant_store.tokens import TokenFile
 from plant_store.webhooks.worker import new_secret
-from receiver import Receiver
-from serverproc import Server, ended, exchange, free_port, http_request, run_cli, wait_answering
-
-_twin = unit_twin("test_metrics.py")  # the helpers both halves use
-samples, value, scrape = _twin.samples, _twin.value, _twin.scrape
+from support import mounts
+from support.metrics import samples, scrape, value
+from support.receiver import Receiver
+from support.servers import (
+    Server,
+    ended,
+    exchange,
+    free_port,
+    http_request,
+    run_cli,
+    wait_answering,
+)
 
 SCRAPE_COPY = os.environ.get("PLANT_STORE_KEEP_SCRAPE")  # a path: keep the scrape there
 

@@ -1,5 +1,5 @@
 """Behind a real nginx, running conf/nginx.conf.example with only its ports and certificate
-replaced (tests/proxies.py; test_proxies.py runs the same checks behind every proxy), over
+replaced (tests/support/proxies.py; test_proxies.py runs the same checks behind every proxy), over
 HTTPS, as the example serves, the client verifying the session's test certificate."""
 
 import json
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from proxies import NGINX, Nginx, certificates
-from serverproc import Server, parse_answer
+from support.proxies import NGINX, Nginx, certificates
+from support.servers import Server, parse_answer
 
 EXAMPLE = Nginx.example
 

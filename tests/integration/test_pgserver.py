@@ -1,4 +1,5 @@
-"""The test suite's own PostgreSQL server (tests/pgserver.py) works as the other tests need."""
+"""The test suite's own PostgreSQL server (tests/support/pgserver.py) works as the other tests
+need."""
 
 import os
 import stat
@@ -7,7 +8,7 @@ import time
 import psycopg
 import pytest
 
-from pgserver import alive
+from support.pgserver import alive
 
 
 def test_server_answers_on_its_unix_socket_only(postgres):

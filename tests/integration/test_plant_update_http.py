@@ -8,7 +8,7 @@ import urllib.parse
 import pytest
 
 from plant_store.tokens import TokenFile
-from serverproc import Server, run_cli
+from support.servers import Server, run_cli
 
 pytestmark = pytest.mark.slow  # real servers and PostgreSQL: .ci/run runs them after the suite
 

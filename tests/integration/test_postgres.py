@@ -1,4 +1,4 @@
-"""The PostgreSQL store's own traps, against a real server (tests/pgserver.py): commit order
+"""The PostgreSQL store's own traps, against a real server (tests/support/pgserver.py): commit order
 is not sequence order, ON CONFLICT under a stale snapshot, leases across instances, a
 database that goes away and comes back, statements that would wait forever, migrations
 started together. The store contract itself runs in test_stores.py for every store."""
@@ -13,7 +13,7 @@ import pytest
 from plant_store.stores import Conflict, Plant, StoreError, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore, schema
 from plant_store.stores.postgres.queries import QUERIES
-from serverproc import run_cli
+from support.servers import run_cli
 
 
 @pytest.fixture

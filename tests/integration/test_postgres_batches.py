@@ -325,7 +325,7 @@ def test_migrating_to_batches_keeps_order_and_cursors_and_stops_older_instances(
 @pytest.fixture
 def own_postgres():
     """A server of this test's own, to stop or kill under load."""
-    from conftest import a_postgres_server
+    from support.pgserver import a_postgres_server
     yield from a_postgres_server()
 
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from conftest import a_postgres_server
 from plant_store.stores.postgres.connection import describe
-from serverproc import Server
+from support.pgserver import a_postgres_server
+from support.servers import Server
 
 
 @pytest.mark.parametrize(("url", "where"), [

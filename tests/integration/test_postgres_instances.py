@@ -15,9 +15,9 @@ import time
 import pytest
 
 from plant_store.tokens import TokenFile
-from proxies import NGINX, Nginx
-from receiver import SECRET, Receiver, Stalling, verified
-from serverproc import Server, ended, free_port, http_request, listing, wait_answering
+from support.proxies import NGINX, Nginx
+from support.receiver import SECRET, Receiver, Stalling, verified
+from support.servers import Server, ended, free_port, http_request, listing, wait_answering
 
 
 @pytest.fixture

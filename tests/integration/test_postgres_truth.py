@@ -20,14 +20,13 @@ import psycopg
 import pytest
 import webtest
 
-from conftest import a_postgres_server
-from pgserver import PostgresServer
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import Plant, StoreError, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore
 from plant_store.tokens import TokenFile
-from serverproc import Server, ended
+from support.pgserver import PostgresServer, a_postgres_server
+from support.servers import Server, ended
 
 
 @pytest.fixture(scope="module")

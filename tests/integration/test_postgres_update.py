@@ -9,7 +9,6 @@ import psycopg
 import pytest
 import webtest
 
-from conftest import a_postgres_server
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.http.etags import etag
@@ -18,7 +17,8 @@ from plant_store.stores.postgres import PostgresStore, schema
 from plant_store.stores.postgres import store as pg_store
 from plant_store.stores.preconditions import ANY, Preconditions
 from plant_store.tokens import TokenFile
-from serverproc import Server
+from support.pgserver import a_postgres_server
+from support.servers import Server
 
 pytestmark = pytest.mark.slow  # real servers and PostgreSQL: .ci/run runs them after the suite
 NEVER = Preconditions(if_match=frozenset())  # If-Match naming no version at all

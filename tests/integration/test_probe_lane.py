@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from serverproc import Server
-from test_prefork import WsgiServer
+from support.prefork import WsgiServer
+from support.servers import Server
 
 STUCK_STORE = """
 import time
@@ -59,7 +59,7 @@ def test_under_serve(tmp_path):
 def test_under_uwsgi_on_probe_port(tmp_path):
     """uWSGI's threads accept connections themselves, so none takes a probe on the
     service's port while all wait; probe_port gives each worker a listener of its own."""
-    from serverproc import free_port, http_request
+    from support.servers import free_port, http_request
 
     (tmp_path / "stuck_app.py").write_text(
         STUCK_STORE + "from plant_store.wsgi import application  # noqa: E402,F401\n")

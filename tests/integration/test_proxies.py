@@ -1,9 +1,9 @@
-"""Each reverse proxy's shipped example (conf/, run by tests/proxies.py with only its ports
+"""Each reverse proxy's shipped example (conf/, run by tests/support/proxies.py with only its ports
 replaced) in front of each way of serving the app, set up as the example's header comment
 says: the API under /api/, the URLs the service emits naming the proxy, the client's own
 address in the access log, nothing a client forges in a forwarded header believed, and the
 proxy's own answers in the service's Error shape. Every example terminates TLS (a certificate
-from the session's throwaway CA, tests/proxies.py, verified by the client): the service sees
+from the session's throwaway CA, tests/support/proxies.py, verified by the client): the service sees
 https as the scheme, and plain HTTP to the example's port 80 is only a redirect that never
 reaches the service.
 
@@ -23,9 +23,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from proxies import Apache, Caddy, CaddyStripPrefix, HAProxy, Nginx, missing
-from serverproc import Server, free_port, http_request, parse_answer
-from test_prefork import APP, BIN, WsgiServer
+from support.prefork import APP, BIN, WsgiServer
+from support.proxies import Apache, Caddy, CaddyStripPrefix, HAProxy, Nginx, missing
+from support.servers import Server, free_port, http_request, parse_answer
 
 PROXIES = {proxy.name: proxy for proxy in (Nginx, Apache, Caddy, HAProxy, CaddyStripPrefix)}
 SERVERS = ("serve", "gunicorn", "uwsgi")

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from serverproc import Server, run_cli
+from support.servers import Server, run_cli
 
 # The bucket table.
 

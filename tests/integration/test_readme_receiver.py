@@ -13,7 +13,7 @@ import pytest
 from standardwebhooks import Webhook
 
 from plant_store.webhooks import worker as webhooks
-from serverproc import Server, free_port, http_request, run_cli
+from support.servers import Server, free_port, http_request, run_cli
 
 TUTORIAL = pathlib.Path(__file__).parents[2] / "docs" / "tutorial.rst"
 

@@ -1,5 +1,5 @@
 """Every shell session in README.rst and the documentation pages runs, in order, against
-real servers, and prints what the page shows (tests/sessions.py says which pages, in which
+real servers, and prints what the page shows (tests/support/sessions.py says which pages, in which
 order, how sessions are read and what is normalized)."""
 
 import os
@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-import sessions
-from serverproc import free_port
+from support import sessions
+from support.servers import free_port
 
 DATABASE_URL = "postgresql://plants@localhost/plants"  # the pages' database
 BACKGROUND = re.compile(r"(?<!&)&(?!&)\s*(?:\w+=\$!)?\s*$")  # "cmd &", "cmd & PID=$!"

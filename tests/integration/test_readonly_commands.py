@@ -7,7 +7,7 @@ import psycopg
 import pytest
 
 from plant_store.stores.postgres import schema
-from serverproc import run_cli
+from support.servers import run_cli
 
 pytestmark = pytest.mark.slow  # a real PostgreSQL and a process per command
 

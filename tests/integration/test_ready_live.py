@@ -6,7 +6,7 @@ server, a PostgreSQL server stopped and started, a database made read-only."""
 import os
 import time
 
-from serverproc import Server
+from support.servers import Server
 
 
 def wait_for(server, status, says="", timeout=15):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from serverproc import Server
+from support.servers import Server
 
 
 def test_first_start_prints_a_token_that_works_and_data_survives_restart(tmp_path):
@@ -286,7 +286,7 @@ def test_connection_limit_and_channel_timeout_are_applied(tmp_path):
 def test_the_probe_port_answers_a_wrong_method_as_the_service_port_does(tmp_path):
     """Issue 46: POST /health answered 404 on the probe port and 405 with Allow on the
     service's port; both now say 405 and Allow, in the Error shape."""
-    from serverproc import free_port, http_request
+    from support.servers import free_port, http_request
 
     probes = free_port()
     with Server(tmp_path, "--probe-port", str(probes)) as server:

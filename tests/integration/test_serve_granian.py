@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from receiver import Receiver, serve_flags, verified
-from serverproc import Server, StoreHolder, exchange, free_port, http_request, run_cli
+from support.receiver import Receiver, serve_flags, verified
+from support.servers import Server, StoreHolder, exchange, free_port, http_request, run_cli
 
 GRANIAN = ("--server", "granian")
 

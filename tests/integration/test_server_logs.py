@@ -5,8 +5,8 @@ Python's last-resort handler, and dropped its INFO lines)."""
 import json
 import time
 
-from serverproc import http_request
-from test_prefork import gunicorn, uwsgi
+from support.prefork import gunicorn, uwsgi
+from support.servers import http_request
 
 
 def wait_for(server, text, timeout=10):

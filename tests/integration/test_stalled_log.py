@@ -11,7 +11,7 @@ import time
 import pytest
 
 from plant_store.serving.server import STOP_GRACE
-from serverproc import free_port, wait_answering
+from support.servers import free_port, wait_answering
 
 REQUEST = b"GET /plants HTTP/1.1\r\nHost: test\r\n\r\n"  # no token: 401, an access line
 ANSWER = b"HTTP/1.1 401 "

@@ -3,7 +3,7 @@ require_https refuses plain HTTP (forged forwarded headers or not) and keeps the
 plain, warns in one line when it takes tokens in the clear beyond loopback, and refuses a
 plain http:// webhook URL at start with one line and exit status 2."""
 
-from serverproc import Server, http_request, run_cli
+from support.servers import Server, http_request, run_cli
 
 SECRET = "whsec_" + "A" * 32
 
@@ -63,7 +63,7 @@ def test_granian_serves_https_directly_and_a_renewed_certificate_on_restart(tmp_
     import ssl
     import subprocess
 
-    from proxies import OPENSSL, certificates
+    from support.proxies import OPENSSL, certificates
 
     pki = certificates()
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"

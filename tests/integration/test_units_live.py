@@ -8,11 +8,9 @@ import subprocess
 
 import pytest
 
-from conftest import unit_twin
-from serverproc import Server
-
-_twin = unit_twin("test_units.py")  # the helpers both halves use
-CONF, UNITS, ANALYZE, OK, analyze = _twin.CONF, _twin.UNITS, _twin.ANALYZE, _twin.OK, _twin.analyze
+from support.paths import CONF
+from support.servers import Server
+from support.systemd import OK, UNITS, analyze
 
 
 @pytest.mark.parametrize("name", UNITS)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from plant_store.tokens import TokenFile
-from serverproc import Server
+from support.servers import Server
 
 pytestmark = pytest.mark.slow  # real servers and PostgreSQL: .ci/run runs them after the suite
 

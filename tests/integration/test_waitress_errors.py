@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from serverproc import Server, exchange
+from support.servers import Server, exchange
 
 HEAD = b"POST /plants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 

@@ -13,8 +13,8 @@ from plant_store.config import Config
 from plant_store.stores import Plant
 from plant_store.tokens import TokenFile
 from plant_store.webhooks import worker as webhooks
-from receiver import SECRET, Receiver, Stalling
-from serverproc import Server
+from support.receiver import SECRET, Receiver, Stalling
+from support.servers import Server
 
 BACKLOG = 5000
 

@@ -12,8 +12,8 @@ import pytest
 from plant_store.config import Config
 from plant_store.stores import MemoryStore, Plant
 from plant_store.webhooks import worker as webhooks
-from receiver import SECRET, Receiver, Stalling, verified
-from serverproc import Server, run_cli
+from support.receiver import SECRET, Receiver, Stalling, verified
+from support.servers import Server, run_cli
 
 
 def worker_for(store, *urls, timeout):

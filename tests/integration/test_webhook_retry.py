@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from receiver import serve_flags
-from serverproc import Server, free_port, run_cli
+from support.receiver import serve_flags
+from support.servers import Server, free_port, run_cli
 
 
 def wait_listed(data, text, timeout=10):

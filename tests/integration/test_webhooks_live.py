@@ -14,8 +14,8 @@ from standardwebhooks import Webhook, WebhookVerificationError
 from plant_store.config import Config
 from plant_store.stores import JsonFileStore, Plant
 from plant_store.webhooks import worker as webhooks
-from receiver import SECRET, Receiver, serve_flags, verified
-from serverproc import Server, free_port, run_cli
+from support.receiver import SECRET, Receiver, serve_flags, verified
+from support.servers import Server, free_port, run_cli
 
 
 def settings(receiver_url, **overrides):

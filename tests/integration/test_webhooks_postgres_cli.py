@@ -11,8 +11,8 @@ import time
 import pytest
 
 from plant_store.tokens import TokenFile
-from receiver import SECRET, Receiver
-from serverproc import Server, run_cli
+from support.receiver import SECRET, Receiver
+from support.servers import Server, run_cli
 
 IDLE = 5  # plant_store.webhooks.worker.IDLE: the longest a worker waits between looks
 DEAD = 10  # dead letters made, by creates spread over both instances

@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from plant_store.cli import args as cli_args
-from serverproc import free_port, http_request, wait_answering
+from support.servers import free_port, http_request, wait_answering
 
 # As tests/unit/cli/test_pip_user_texts.py: a clone's folders of configuration and docs, an
 # install of '.' with an extra, or the words for it.

@@ -1,4 +1,4 @@
-"""The PostgreSQL store on a primary with a synchronous standby (tests/pgcluster.py), as an
+"""The PostgreSQL store on a primary with a synchronous standby (tests/support/pgcluster.py), as an
 operator runs it: ``plant-store serve`` on the libpq multi-host URL of both nodes with
 ``target_session_attrs=read-write``, 16 clients creating plants with fresh ids, ``/ready``
 polled every 100 ms, while the primary is killed and the standby promoted (twice), the
@@ -21,11 +21,11 @@ import time
 
 import pytest
 
-from conftest import NO_POSTGRES, _needed
-from pgcluster import UNKNOWN, Cluster, Load, ReadyPoller, create, tally
-from pgserver import find_bindir
 from plant_store.tokens import TokenFile
-from serverproc import Server
+from support.needs import NO_POSTGRES, needed
+from support.pgcluster import UNKNOWN, Cluster, Load, ReadyPoller, create, tally
+from support.pgserver import find_bindir
+from support.servers import Server
 
 pytestmark = pytest.mark.topology
 
@@ -38,7 +38,7 @@ CLIENT_TIMEOUT = 15  # seconds a client waits for an answer: "no answer" past it
 
 @pytest.fixture(scope="module")
 def bindir():
-    return _needed(find_bindir(), NO_POSTGRES, "postgresql package", "PostgreSQL")
+    return needed(find_bindir(), NO_POSTGRES, "postgresql package", "PostgreSQL")
 
 
 def serve(cluster, base, env=None):
@@ -326,10 +326,10 @@ def test_a_physical_backup_restored_as_the_primary_then_db_rebase(bindir):
     and timeline, so the store cannot see that positions after the backup were lost and
     may be handed out again; 'plant-store db rebase' moves them past (found by the hostile
     pass: a held cursor skipped 10 of 60 new plants)."""
-    from pgcluster import DATABASE, Node
     from plant_store.stores import Plant
     from plant_store.stores.postgres import PostgresStore
-    from serverproc import run_cli
+    from support.pgcluster import DATABASE, Node
+    from support.servers import run_cli
 
     def walk(store, cursor=0):
         seen = []

@@ -11,10 +11,10 @@ After each event, on the leader that came out of it:
   routing to the new leader (the pool's reconnects must not lag the database);
 - ``/ready``, polled every 100 ms throughout, always answered within READY_BOUND.
 
-The cluster forms once for the module (tests/patroni_cluster.py). :func:`failover_under_load`
-returns the figures, so the same scenario measures another checkout of the service
-(``env={"PYTHONPATH": tree}``, from a working directory outside this clone: ``python -m``
-puts the working directory ahead of PYTHONPATH).
+The cluster forms once for the module (tests/support/patroni_cluster.py).
+:func:`failover_under_load` returns the figures, so the same scenario measures another
+checkout of the service (``env={"PYTHONPATH": tree}``, from a working directory outside
+this clone: ``python -m`` puts the working directory ahead of PYTHONPATH).
 """
 
 import itertools
@@ -24,10 +24,10 @@ import time
 
 import pytest
 
-from conftest import _needed
-from patroni_cluster import PatroniCluster, missing
 from plant_store.tokens import TokenFile
-from serverproc import Server, wait_answering
+from support.needs import needed
+from support.patroni_cluster import PatroniCluster, missing
+from support.servers import Server, wait_answering
 
 pytestmark = pytest.mark.topology
 
@@ -41,7 +41,7 @@ UNKNOWN = "may have been created"
 @pytest.fixture(scope="module")
 def cluster():
     reason = missing()
-    _needed(None if reason else True, reason or "", "patroni, etcd-server, haproxy", "Patroni")
+    needed(None if reason else True, reason or "", "patroni, etcd-server, haproxy", "Patroni")
     cluster = PatroniCluster()
     try:
         cluster.start()

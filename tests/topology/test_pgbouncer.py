@@ -1,5 +1,5 @@
 """The PostgreSQL store behind pgbouncer (Debian's, 1.18), in session and in transaction
-mode, with pgbouncer's defaults (tests/pgbouncer.py): the service starts (no startup
+mode, with pgbouncer's defaults (tests/support/pgbouncer.py): the service starts (no startup
 ``options``, which pgbouncer refuses), the store contract holds, webhooks are delivered,
 a create behind a table lock answers 503 within the deadline, and in transaction mode
 (``database_prepared_statements = false``) a mixed load sees no 500s and no prepared
@@ -21,17 +21,39 @@ import types
 
 import pytest
 
-from conftest import NO_POSTGRES, _needed, store_contract
-from pgbouncer import PgBouncer, find_pgbouncer
-from pgserver import PostgresServer, find_bindir
 from plant_store.stores import Plant
 from plant_store.tokens import TokenFile
-from receiver import SECRET, Receiver, verified
-from serverproc import Server
+from support.needs import NO_POSTGRES, needed
+from support.pgbouncer import PgBouncer, find_pgbouncer
+from support.pgserver import PostgresServer, find_bindir
+from support.receiver import SECRET, Receiver, verified
+from support.servers import Server
 
-# The store contract (tests/unit/stores/test_stores.py), collected here again: its ``store`` is the
-# fixture below, a PostgresStore reached through pgbouncer in each mode.
-globals().update(store_contract())
+from support.suites.plant_store_contract import (  # isort: skip (the suite's order)
+    test_create_returns_the_plant_and_stores_it,
+    test_replay_is_idempotent,
+    test_conflict_leaves_the_stored_plant,
+    test_odd_strings_are_kept_exactly,
+    test_racing_creates_of_one_id_have_exactly_one_winner,
+    test_racing_different_plants_on_one_id_one_wins_the_rest_conflict,
+    test_many_threads_many_ids_none_lost,
+    test_json_file_store_keeps_everything_across_reopen,
+    test_pages_walk_every_plant_once_in_creation_order,
+    test_json_file_store_lists_in_creation_order_after_reopen,
+    test_delete_removes_the_plant_and_the_id_can_be_created_again,
+    test_a_cursor_stays_valid_when_plants_before_and_at_it_are_deleted,
+    test_racing_deletes_of_one_id_have_exactly_one_winner,
+    test_racing_creates_and_deletes_keep_index_and_file_in_step,
+    test_json_file_store_keeps_deletes_across_reopen,
+    test_pages_walks_the_whole_store_size_at_a_time_up_to_a_limit,
+    test_a_version_never_repeats_for_an_id,
+    test_if_none_match_refuses_before_the_equal_body_writes_nothing,
+    test_no_history_of_writes_and_retries_overwrites_an_acknowledged_write,
+)
+
+# The PlantStore contract (tests/support/suites/plant_store_contract.py), collected here
+# again: its ``store`` is the fixture below, a PostgresStore reached through pgbouncer in
+# each mode.
 STORE_KINDS = ()  # the store fixture below
 
 pytestmark = pytest.mark.topology
@@ -53,7 +75,7 @@ _names = itertools.count(1)
 @pytest.fixture(scope="module")
 def pg():
     """A PostgreSQL server on 127.0.0.1, for pgbouncer to reach over TCP."""
-    server = PostgresServer(_needed(find_bindir(), NO_POSTGRES, "postgresql package",
+    server = PostgresServer(needed(find_bindir(), NO_POSTGRES, "postgresql package",
                                     "PostgreSQL"))
     try:
         server.start(tcp=True)
@@ -65,7 +87,7 @@ def pg():
 @pytest.fixture(scope="module", params=MODES)
 def bouncer(request, pg):
     bouncer = PgBouncer(pg, request.param, pool_size=BOUNCER_POOL[request.param],
-                        executable=_needed(find_pgbouncer(), NO_PGBOUNCER, "pgbouncer package",
+                        executable=needed(find_pgbouncer(), NO_PGBOUNCER, "pgbouncer package",
                                            "pgbouncer"))
     try:
         bouncer.start()

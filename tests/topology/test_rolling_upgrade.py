@@ -15,8 +15,8 @@ import time
 import pytest
 
 from plant_store.tokens import TokenFile
-from proxies import NGINX, NGINX_MAIN, Nginx
-from serverproc import Server, free_port, listing, wait_answering
+from support.proxies import NGINX, NGINX_MAIN, Nginx
+from support.servers import Server, free_port, listing, wait_answering
 
 pytestmark = pytest.mark.topology
 ROOT = pathlib.Path(__file__).parents[2]

@@ -1,5 +1,5 @@
 """Updates through a failover: ``plant-store serve`` on a primary with a synchronous
-standby (tests/pgcluster.py), 8 clients each updating its own plant to version 1, 2, ...
+standby (tests/support/pgcluster.py), 8 clients each updating its own plant to version 1, 2, ...
 while the primary is killed and, past the requests' deadline, the standby promoted. On the
 new primary each plant is at least its last version answered 200 (nothing acknowledged is
 lost), and any later version
@@ -15,11 +15,11 @@ import time
 
 import pytest
 
-from conftest import NO_POSTGRES, _needed
-from pgcluster import Cluster
-from pgserver import find_bindir
 from plant_store.tokens import TokenFile
-from serverproc import Server
+from support.needs import NO_POSTGRES, needed
+from support.pgcluster import Cluster
+from support.pgserver import find_bindir
+from support.servers import Server
 
 pytestmark = pytest.mark.topology
 
@@ -48,7 +48,7 @@ def client(port, token, plant_id, answers, stop):
 
 
 def test_updates_through_a_failover_lose_nothing_and_every_503_is_true(tmp_path):
-    bindir = _needed(find_bindir(), NO_POSTGRES, "postgresql package", "PostgreSQL")
+    bindir = needed(find_bindir(), NO_POSTGRES, "postgresql package", "PostgreSQL")
     cluster = Cluster(bindir)
     server = None
     try:

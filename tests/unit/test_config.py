@@ -2,13 +2,11 @@
 
 import base64
 import configparser
-import pathlib
 
 import pytest
 
 from plant_store.config import SETTINGS, Config, ConfigError, load
-
-EXAMPLE = pathlib.Path(__file__).parents[2] / "conf" / "plant-store.ini"
+from support.paths import EXAMPLE
 
 
 def test_defaults():

@@ -10,9 +10,7 @@ import time
 
 import psycopg_pool
 import pytest
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client import CollectorRegistry, Histogram
 from psycopg_pool.base import AttemptWithBackoff
 
 from plant_store import prometheus_adapter
@@ -68,17 +66,6 @@ def test_a_refused_connection_is_told_to_the_hook_and_retried_at_the_cap(caplog)
     assert others == [], f"{POOL}: another pool's failures reached this one's hook: {others}"
     printed = [r for r in caplog.records if r.name == "psycopg.pool"]
     assert printed == [], f"{POOL}: its warnings were not kept back: {printed}"
-
-
-def scrape(directory):
-    """{(sample name, labels): value} of a scrape (families come in no set order)."""
-    registry = CollectorRegistry(auto_describe=False)
-    MultiProcessCollector(registry, str(directory))
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(generate_latest(registry).decode())
-            for s in family.samples}
-
-
 
 
 def test_a_batch_observed_through_the_histograms_attributes_equals_observe_each():

@@ -11,30 +11,14 @@ import webtest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import FaultyStore
 from plant_store import metrics
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.metrics import StoreTimings, for_config
 from plant_store.stores import JsonFileStore, MemoryStore, Plant
 from plant_store.tokens import TokenFile
-
-
-def samples(text):
-    """{(sample name, sorted label items): value} of a scrape."""
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(scraped, name, **labels):
-    return scraped.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-def scrape(request, token=None):
-    status, headers, body = request("GET", "/metrics", token=token)
-    assert status == 200, body
-    assert headers["Content-Type"].startswith("text/plain; version=")
-    return body.decode()
+from support.faulty_stores import FaultyStore
+from support.metrics import samples, value
 
 
 def test_the_default_is_behind_the_token():

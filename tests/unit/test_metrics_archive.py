@@ -5,49 +5,18 @@ import threading
 import time
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.mmap_dict import MmapedDict, mmap_key
-from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.parser import text_string_to_metric_families
 
 from plant_store import metrics_archive
-
-WORKERS = 60
-
-
-def write_worker(directory, pid):
-    """The files a worker leaves: a counter over two label sets, a histogram's buckets and
-    sum (keys as the client writes them)."""
-    counter = MmapedDict(str(directory / f"counter_{pid}.db"))
-    for status in ("200", "503"):
-        counter.write_value(mmap_key("requests", "requests_total", ["status"], [status], "h"),
-                            pid % 7 + 1, 0.0)
-    counter.close()
-    histogram = MmapedDict(str(directory / f"histogram_{pid}.db"))
-    for le in ("0.1", "1.0", "+Inf"):
-        histogram.write_value(mmap_key("seconds", "seconds_bucket", ["le"], [le], "h"),
-                              pid % 3, 0.0)
-    histogram.write_value(mmap_key("seconds", "seconds_sum", [], [], "h"), pid / 10, 0.0)
-    histogram.close()
-
-
-def scrape(directory):
-    """{(sample name, labels): value} of a scrape."""
-    registry = CollectorRegistry(auto_describe=False)
-    MultiProcessCollector(registry, str(directory))
-    with metrics_archive.reading(str(directory)):
-        text = generate_latest(registry).decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+from support.metrics import WORKERS, scrape_archive, write_worker
 
 
 def test_merging_every_ended_worker_leaves_the_scrape_as_it_was(tmp_path):
     for pid in range(100, 100 + WORKERS):
         write_worker(tmp_path, pid)
-    before = scrape(tmp_path)
+    before = scrape_archive(tmp_path)
     for pid in range(100, 100 + WORKERS - 2):  # two still live
         assert metrics_archive.merge_ended(str(tmp_path), pid)
-    assert scrape(tmp_path) == pytest.approx(before)  # sums added in another order
+    assert scrape_archive(tmp_path) == pytest.approx(before)  # sums added in another order
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "counter_158.db", "counter_159.db", "counter_dead.db", "histogram_158.db",
         "histogram_159.db", "histogram_dead.db", "merge.lock"]
@@ -56,14 +25,14 @@ def test_merging_every_ended_worker_leaves_the_scrape_as_it_was(tmp_path):
 def test_scrapes_racing_merges_count_each_ended_worker_once(tmp_path):
     for pid in range(100, 100 + WORKERS):
         write_worker(tmp_path, pid)
-    expected = scrape(tmp_path)
+    expected = scrape_archive(tmp_path)
     seen, failures = [], []
     merging = threading.Event()
 
     def scraper():
         while not merging.is_set():
             try:
-                seen.append(scrape(tmp_path))
+                seen.append(scrape_archive(tmp_path))
             except Exception as exc:  # e.g. a file removed between the glob and its read
                 failures.append(repr(exc))
             time.sleep(0.005)

@@ -3,7 +3,7 @@ silently where nginx, Apache or Caddy were missing)."""
 
 from types import SimpleNamespace
 
-from conftest import skip_causes
+from support.plugins.skip_summary import skip_causes
 
 
 def report(reason):

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from conftest import assert_error
 from plant_store.tokens import TokenFile
+from support.assertions import assert_error
 
 
 def test_concurrent_first_checks_all_see_the_loaded_tokens(tmp_path):

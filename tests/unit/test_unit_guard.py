@@ -1,4 +1,5 @@
-"""tests/unit starts nothing: the guard in tests/conftest.py is on for every test here."""
+"""tests/unit starts nothing: the guard (tests/support/plugins/unit_guard.py) is on for
+every test here."""
 
 import os
 import socket

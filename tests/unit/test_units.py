@@ -1,22 +1,12 @@
 """The systemd examples: valid units (systemd-analyze verify), sandboxed (systemd-analyze
 security scores them "OK"), settings only from the INI file, and no token in the journal."""
 
-import pathlib
 import re
-import shutil
 
 import pytest
 
-from conftest import _needed
-
-CONF = pathlib.Path(__file__).parents[2] / "conf"
-UNITS = ["plant-store.service.example", "plant-store-gunicorn.service.example"]
-ANALYZE = shutil.which("systemd-analyze")
-OK = 2.0  # systemd's scale: up to 1.9 "OK"... 10 "UNSAFE"; 7.9 before the hardening
-
-
-def analyze():
-    return _needed(ANALYZE, "systemd-analyze is not installed", "systemd package", "unit")
+from support.paths import CONF
+from support.systemd import UNITS
 
 
 @pytest.mark.parametrize("name", UNITS)

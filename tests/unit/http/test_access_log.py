@@ -20,23 +20,7 @@ from plant_store.http.access_log import FLUSH_INTERVAL, AccessLog, flush_all
 from plant_store.logs import FORMAT, LineQueue, TextFormatter, escape, timestamp
 from plant_store.metrics import for_config
 from plant_store.stores import MemoryStore
-
-
-def logged_app(tokens, token, log_level="info"):
-    stream = io.StringIO()
-    config, store = Config(store="memory", log_level=log_level), MemoryStore()
-    app = create_app(config, store=store, tokens=tokens, log_stream=stream,
-                     metrics=for_config(config, store))
-    return webtest.TestApp(app, extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"}), stream
-
-
-def lines_when(stream, count):
-    """The stream's lines once ``count`` have been flushed (the flusher runs every 0.2 s)."""
-    deadline = time.monotonic() + 5
-    while len(lines := stream.getvalue().splitlines()) < count:
-        assert time.monotonic() < deadline, f"expected {count} access lines, got {lines}"
-        time.sleep(0.02)
-    return lines
+from support.access_logs import lines_when, logged_app
 
 
 def test_one_line_per_request_without_token_or_body(tokens, token):

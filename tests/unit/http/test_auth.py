@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import assert_error
+from support.assertions import assert_error
 
 BODY = json.dumps({"id": 1, "name": "Monstera"})
 

@@ -9,9 +9,9 @@ import webob
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_error
 from plant_store.http import json_fallback
 from plant_store.stores import Plant
+from support.assertions import assert_error
 
 INT64_MAX = 2**63 - 1
 

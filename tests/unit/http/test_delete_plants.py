@@ -2,8 +2,8 @@
 
 import pytest
 
-from conftest import assert_error
 from plant_store.stores import Plant
+from support.assertions import assert_error
 
 
 def test_delete_is_204_without_body_and_the_plant_is_gone(app):

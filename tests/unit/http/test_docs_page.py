@@ -6,10 +6,11 @@ import re
 import pytest
 import webtest
 
-from conftest import DOCUMENT, assert_error
 from plant_store.app import create_app
 from plant_store.http.docs_page import ASSET_CACHING, ASSETS
 from plant_store.stores import MemoryStore
+from support.assertions import assert_error
+from support.openapi import DOCUMENT
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ import io
 
 import webtest
 
-from conftest import assert_error
 from plant_store.app import create_app
 from plant_store.stores import MemoryStore, StoreUnavailable
+from support.assertions import assert_error
 
 
 def test_unknown_path_is_404(app):

@@ -12,11 +12,9 @@ from plant_store.config import Config
 from plant_store.http import access_log, docs_page
 from plant_store.http.forwarded import Forwarded
 from plant_store.stores import MemoryStore
+from support.addresses import CLIENT
 
 PROXY = "127.0.0.1"
-CLIENT = "192.0.2.7"
-
-
 def make(tokens, **settings):
     return webtest.TestApp(create_app(Config(store="memory", **settings), store=MemoryStore(),
                                       tokens=tokens), extra_environ={"REMOTE_ADDR": PROXY})

@@ -8,7 +8,6 @@ import logging
 import pytest
 import webtest
 
-from conftest import assert_error
 from plant_store.app import create_app
 from plant_store.config import Config, ConfigError, load
 from plant_store.http.forwarded import undo_server_scheme
@@ -17,6 +16,7 @@ from plant_store.serving import clear_text
 from plant_store.stores import MemoryStore
 from plant_store.util.loopback import clear_text_urls, is_loopback
 from plant_store.webhooks import NoWebhooks, start
+from support.assertions import assert_error
 
 PROXY = "127.0.0.1"
 STRANGER = "192.0.2.66"

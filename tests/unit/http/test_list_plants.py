@@ -6,10 +6,10 @@ import re
 import pytest
 import webtest
 
-from conftest import assert_error
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.stores import MemoryStore, Plant
+from support.assertions import assert_error
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_error
 from plant_store.app import create_app
 from plant_store.stores import JsonFileStore, Plant
+from support.assertions import assert_error
 
 ODD_NAMES = {
     "emoji": "Monstera 🌿🪴 👩🏽‍🌾 🏳️‍🌈",

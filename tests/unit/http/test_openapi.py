@@ -12,12 +12,13 @@ from marshmallow import fields
 from openapi_spec_validator import validate
 from standardwebhooks import Webhook
 
-from conftest import DOCUMENT, assert_error, resolve
 from plant_store import __version__
 from plant_store.app import create_app
 from plant_store.http.schemas import ErrorSchema, JsonInteger, NewPlantSchema, PlantSchema
 from plant_store.stores import JsonFileStore
 from plant_store.webhooks import worker as webhooks
+from support.assertions import assert_error
+from support.openapi import DOCUMENT, resolve
 
 
 def test_document_is_valid_openapi_3_1():

@@ -14,7 +14,6 @@ import pytest
 import webtest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import DOCUMENT, assert_error
 from plant_store import metrics
 from plant_store.app import create_app
 from plant_store.config import Config
@@ -23,6 +22,8 @@ from plant_store.metrics import for_config
 from plant_store.stores import MemoryStore
 from plant_store.tokens import StaticTokens
 from plant_store.util.single_flight import SingleFlight
+from support.assertions import assert_error
+from support.openapi import DOCUMENT
 
 
 class Clock:

@@ -9,9 +9,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from marshmallow import ValidationError
 
-from conftest import DOCUMENT, assert_error, resolve
 from plant_store.http.schemas import NewPlantSchema, PlantSchema, dump_plant, load_new_plant
 from plant_store.stores import Plant
+from support.assertions import assert_error
+from support.openapi import DOCUMENT, resolve
 
 NEW_PLANT = resolve({"$ref": "#/components/schemas/NewPlant"})
 FIELD_VALIDATORS = {

@@ -12,6 +12,7 @@ import pytest
 from plant_store.stores import JsonFileStore, Plant, StoreUnavailable
 from plant_store.stores.jsonfile.appendlog import AppendLog
 from plant_store.stores.jsonfile.store import DATA_FILE
+from support.forks import write_in_child
 
 
 class Syscalls:
@@ -127,7 +128,7 @@ def test_no_write_is_acknowledged_into_a_file_gone_from_its_path(tmp_path, how):
 
 
 def test_failed_writes_are_logged_without_flooding(tmp_path, caplog):
-    from conftest import FaultyStore
+    from support.faulty_stores import FaultyStore
 
     with FaultyStore(str(tmp_path)) as store:
         store.fail_write = True
@@ -137,15 +138,6 @@ def test_failed_writes_are_logged_without_flooding(tmp_path, caplog):
                     store.create(Plant(plant_id, "x"))
         lines = [r.getMessage() for r in caplog.records]
         assert len(lines) == 1 and "No space left on device" in lines[0]
-
-
-def write_in_child(store):
-    """What a write does in a forked child, told as bytes to the parent."""
-    try:
-        store.create(Plant(2, "child's"))
-    except StoreUnavailable as exc:
-        return b"refused: " + str(exc).encode()
-    return b"wrote"
 
 
 def test_a_change_refused_after_its_write_leaves_no_line_behind(tmp_path):

@@ -10,9 +10,9 @@ import io
 import orjson
 import pytest
 
-from conftest import FaultyStore
 from plant_store.cli import transfer
 from plant_store.stores import BatchConflict, JsonFileStore, Plant, StoreUnavailable
+from support.faulty_stores import FaultyStore
 
 
 def listed(store) -> list[Plant]:

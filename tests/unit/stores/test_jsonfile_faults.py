@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
-from conftest import FaultyStore
 from plant_store.stores import JsonFileStore, Plant, StoreError, StoreUnavailable
+from support.faulty_stores import FaultyStore
 
 
 @pytest.fixture

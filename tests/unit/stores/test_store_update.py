@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from conftest import FaultyStore
 from plant_store.cli import transfer
 from plant_store.stores import (
     Conflict,
@@ -22,6 +21,7 @@ from plant_store.stores import (
 from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.journal import CorruptJournal
 from plant_store.stores.preconditions import ANY, Preconditions
+from support.faulty_stores import FaultyStore
 
 NEVER = Preconditions(if_match=frozenset())  # If-Match naming no version at all
 

@@ -10,11 +10,11 @@ import hmac
 import pytest
 from standardwebhooks import Webhook
 
-from conftest import FaultyStore
 from plant_store.config import Config
 from plant_store.stores import MemoryStore, Plant, StoreUnavailable
 from plant_store.webhooks import worker as webhooks
-from receiver import SECRET
+from support.faulty_stores import FaultyStore
+from support.receiver import SECRET
 
 
 def test_the_signature_is_the_specifications():

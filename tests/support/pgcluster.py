@@ -27,8 +27,8 @@ import time
 
 import psycopg
 
-from pgserver import SUPERUSER, PostgresServer, _children, alive
-from serverproc import http_request
+from support.pgserver import SUPERUSER, PostgresServer, _children, alive
+from support.servers import http_request
 
 DATABASE = "plants"
 PROMOTE_TIMEOUT = 30  # seconds pg_promote waits for the end of recovery

@@ -10,7 +10,7 @@ default, as an operator who installs it would have it: in particular no
 usual operator fix does).
 
 pgbouncer refuses to run as root, so under root it runs as the ``postgres`` user (as
-tests/pgserver.py runs PostgreSQL). It is stopped by PID: SIGTERM (its immediate shutdown),
+tests/support/pgserver.py runs PostgreSQL). It is stopped by PID: SIGTERM (its immediate shutdown),
 then SIGKILL.
 """
 
@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 import time
 
-from pgserver import SUPERUSER, PostgresServer, _free_port, find_bindir
+from support.pgserver import SUPERUSER, PostgresServer, _free_port, find_bindir
 
 PGBOUNCER = "/usr/sbin/pgbouncer"
 START_TIMEOUT = 15.0

@@ -23,6 +23,8 @@ import time
 import psycopg
 from psycopg import sql
 
+from support.needs import NO_POSTGRES, needed
+
 SUPERUSER = "postgres"
 START_TIMEOUT = 30.0  # seconds; crash recovery after kill() is included
 STOP_TIMEOUT = 30.0
@@ -248,3 +250,16 @@ def alive(pid: int) -> bool:
     """Whether ``pid`` still runs (a zombie has let go of everything: it counts as gone)."""
     fields = _stat(pid)
     return fields is not None and fields[0] != "Z"
+
+
+def a_postgres_server():
+    """A throwaway PostgreSQL server of its own, yielded started and removed afterwards,
+    for fixtures that stop or reconfigure theirs (and the ``postgres`` fixture's, shared by
+    the run). Without the server binaries the test skips; in CI it fails."""
+    server = PostgresServer(needed(find_bindir(), NO_POSTGRES, "postgresql package",
+                                   "PostgreSQL"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.cleanup()

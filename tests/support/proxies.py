@@ -28,9 +28,9 @@ import subprocess
 import tempfile
 import time
 
-from serverproc import free_port, http_request
+from support.servers import free_port, http_request
 
-CONF = pathlib.Path(__file__).parent.parent / "conf"
+CONF = pathlib.Path(__file__).parents[2] / "conf"
 START_TIMEOUT = 10
 
 

@@ -1,5 +1,5 @@
-"""The real-server half of tests/unit/serving/test_wsgi.py: ``plant_store.wsgi:application`` is
-a plain WSGI app configured from the environment, built in the process that serves it."""
+"""The real-server half of tests/unit/serving/test_lazy_app.py: ``plant_store.wsgi:application``
+is a plain WSGI app configured from the environment, built in the process that serves it."""
 
 import json
 import logging
@@ -12,17 +12,15 @@ import time
 import pytest
 import webtest
 
-from conftest import assert_error, unit_twin
 from plant_store import __version__
 from plant_store.config import Config
 from plant_store.serving import lazy_app
 from plant_store.serving.lazy_app import UNAVAILABLE, LazyApp
 from plant_store.tokens import TokenFile
-from receiver import SECRET
-from serverproc import StoreHolder
-
-_twin = unit_twin("serving/test_wsgi.py")  # the helpers both halves use
-call = _twin.call
+from support.assertions import assert_error
+from support.receiver import SECRET
+from support.servers import StoreHolder
+from support.wsgi import call
 
 
 def test_wsgi_module_builds_the_app_from_the_environment(tmp_path):

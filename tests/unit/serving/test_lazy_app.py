@@ -1,23 +1,13 @@
-"""``plant_store.wsgi:application`` is a plain WSGI app configured from the environment,
-built in the process that serves it."""
+"""plant_store.serving.lazy_app: ``plant_store.wsgi:application`` is a plain WSGI app
+configured from the environment, built (by LazyApp) in the process that serves it."""
 
-import json
 import threading
 import time
-
-import falcon.testing
 
 from plant_store.config import Config
 from plant_store.serving.lazy_app import UNAVAILABLE, LazyApp
 from plant_store.stores import JsonFileStore
-
-
-def call(app, path="/ready"):
-    """One request straight to a WSGI callable: (status code, JSON body)."""
-    answer = {}
-    body = b"".join(app(falcon.testing.create_environ(path),
-                        lambda status, headers: answer.update(status=int(status[:3]))))
-    return answer["status"], json.loads(body)
+from support.wsgi import call
 
 
 def test_health_answers_at_once_while_the_store_cannot_be_opened(tmp_path):

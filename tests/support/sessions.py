@@ -29,7 +29,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The pages whose sessions run, in this order, in one shell: relative to the clone.
 PAGES = (
     "README.rst",

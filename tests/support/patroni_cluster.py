@@ -30,7 +30,7 @@ import urllib.request
 
 import psycopg
 
-from pgserver import SUPERUSER, _children, alive, find_bindir
+from support.pgserver import SUPERUSER, _children, alive, find_bindir
 
 ETCD = "/usr/bin/etcd"
 PATRONI = "/usr/bin/patroni"

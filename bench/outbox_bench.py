@@ -25,10 +25,10 @@ import psycopg
 import serverctl
 
 sys.path.insert(0, os.path.join(serverctl.HERE, "..", "tests"))
-from pgserver import PostgresServer, find_bindir
 from plant_store.stores import JsonFileStore, Plant
 from plant_store.stores.postgres import PostgresStore
-from receiver import SECRET, Stalling
+from support.pgserver import PostgresServer, find_bindir
+from support.receiver import SECRET, Stalling
 
 
 def owe_jsonfile(data_dir, url, count):

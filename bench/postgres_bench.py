@@ -31,9 +31,9 @@ import psycopg
 import serverctl
 
 sys.path.insert(0, os.path.join(serverctl.HERE, "..", "tests"))
-from pgserver import PostgresServer, find_bindir
 from plant_store.stores.postgres import PostgresStore
-from test_nginx import Nginx
+from support.pgserver import PostgresServer, find_bindir
+from support.proxies import Nginx
 
 
 def fill(url, count):

@@ -46,7 +46,7 @@ import loadgen
 import serverctl
 
 sys.path.insert(0, os.path.join(serverctl.HERE, "..", "tests"))
-from pgserver import PostgresServer, _children, _stat, find_bindir
+from support.pgserver import PostgresServer, _children, _stat, find_bindir
 
 BASELINE = "bare waitress, trivial WSGI app"
 POOL_SIZE = "10"  # ours by default; the straightforward app's min_size = max_size

@@ -29,9 +29,9 @@ import orjson
 import psycopg
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from pgserver import PostgresServer, find_bindir
 from plant_store.stores import JsonFileStore
 from plant_store.stores.postgres import PostgresStore
+from support.pgserver import PostgresServer, find_bindir
 
 TAGS = 100
 PAGE = 100

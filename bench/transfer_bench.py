@@ -42,7 +42,7 @@ import psycopg
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-from pgserver import PostgresServer, find_bindir  # noqa: E402
+from support.pgserver import PostgresServer, find_bindir  # noqa: E402
 
 TREE = os.path.dirname(HERE)
 

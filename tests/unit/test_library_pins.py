@@ -10,7 +10,8 @@ import time
 
 import psycopg_pool
 import pytest
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 from psycopg_pool.base import AttemptWithBackoff
 
 from plant_store import prometheus_adapter

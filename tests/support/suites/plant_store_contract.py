@@ -235,6 +235,9 @@ _op = st.tuples(st.sampled_from(["create", "put", "put", "delete", "retry"]),
                 st.booleans())
 
 
+# psycopg_pool's own threads call random() while Hypothesis draws an example, which it
+# takes for a strategy using the random module (and warnings are errors here).
+@pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies")
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=st.lists(_op, max_size=40))

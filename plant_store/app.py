@@ -69,7 +69,7 @@ def create_app(
         routes.PLANT: PlantResource(store, config.max_body_size, metrics.unavailable),
         routes.INDEX: IndexResource(docs=docs_page.INSTALLED),
         routes.HEALTH: HealthResource(),
-        routes.READY: ReadyResource(store),
+        routes.READY: ReadyResource(store, getattr(tokens, "problem", lambda: None)),
         routes.OPENAPI: OpenApiResource(),
         routes.DOCS: DocsPageResource(),
         routes.DOCS_ASSET: DocsAssetResource(),

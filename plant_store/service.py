@@ -36,6 +36,8 @@ class Service:
         (:mod:`plant_store.metrics`); ``log_stream``: the access lines' (else logging's)."""
         self.config = config
         self.tokens: Tokens = tokens if tokens is not None else TokenFile(config.token_file)
+        if isinstance(self.tokens, TokenFile):
+            self.tokens.entries()  # a file that cannot be read: refused at start, in one line
         self._owns_store = store is None
         # The store reports its writes to the metrics' timings, given when it is opened
         # (a store passed in reports to what its opener gave it).

@@ -113,6 +113,7 @@ class TokenFile:
         # hash), kept together so a reload drops both at once.
         self._current: tuple[tuple[tuple[bytes, str], ...], dict[str, str]] = ((), {})
         self._next_check = 0.0
+        self._problem: str | None = None  # why the last read failed (every token refused)
 
     # The server's side.
 
@@ -157,11 +158,19 @@ class TokenFile:
             return
         try:
             entries = self.entries()
+            self._problem = None
         except TokenError as exc:
             log.error("%s; refusing every token until it is fixed", exc)
             entries = []
+            self._problem = str(exc)
         self._current = (tuple((e.sha256.encode(), e.label) for e in entries), {})
         self._signature = signature
+
+    def problem(self) -> str | None:
+        """Why every token is refused now (the file cannot be read), or None: what
+        ``/ready`` says, since a server that refuses every client is not ready."""
+        self._refresh()
+        return self._problem
 
     # The operator's side.
 

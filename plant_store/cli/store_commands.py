@@ -24,7 +24,8 @@ def register(commands: Commands) -> None:
 
     export = command(commands, "export", "write every plant as JSON Lines, one NewPlant a "
                                          "line, in creation order (a JSON-file store's server "
-                                         "stopped)", STORE, handler=export_plants)
+                                         "stopped)", STORE, ("token_file",),
+                     handler=export_plants)  # token_file: never exported over
     export.add_argument("--output", metavar="FILE", default="-",
                         help="file to write, replaced only once whole [default: standard "
                              "output]")

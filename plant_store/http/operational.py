@@ -6,6 +6,7 @@ restarted the service whenever its database was down would restart every instanc
 nothing. ``/ready`` says whether the store can take writes now; route traffic by it."""
 
 import importlib.resources
+from collections.abc import Callable
 
 import falcon
 import orjson
@@ -34,8 +35,12 @@ class ReadyResource:
     """``GET /ready``: 200 (and the release) while the store can take writes, else 503
     naming why."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store,
+                 tokens_problem: Callable[[], str | None] = lambda: None) -> None:
+        """``tokens_problem()``: why every token is refused now (an unreadable token
+        file), or None."""
         self._store = store
+        self._tokens_problem = tokens_problem
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         try:
@@ -43,6 +48,10 @@ class ReadyResource:
         except StoreUnavailable as exc:
             raise falcon.HTTPServiceUnavailable(
                 description=f"The store cannot take writes now: {exc}") from None
+        problem = self._tokens_problem()
+        if problem is not None:
+            raise falcon.HTTPServiceUnavailable(
+                description=f"Every token is refused now: {problem}.")
         resp.data = READY
         resp.content_type = falcon.MEDIA_JSON
 

@@ -126,3 +126,20 @@ def test_an_export_over_a_device_a_pipe_or_the_store_is_refused(data, tmp_path):
     assert plant_store("check", "--data-dir", str(data)).returncode == 0
 
 
+
+
+def test_an_export_over_the_configured_token_file_is_refused(data, tmp_path):
+    """The second hostile pass on issue 42: export refused only the default token file,
+    not the one token_file names (environment or INI), and replaced every token."""
+    tokens = tmp_path / "elsewhere.json"
+    tokens.write_text("{}")
+    ini = tmp_path / "c.ini"
+    ini.write_text(f"[plant-store]\ntoken_file = {tokens}\ndata_dir = {data}\n")
+    for how in (["--config", str(ini)], ["--data-dir", str(data)]):
+        env = {**os.environ, "PLANT_STORE_TOKEN_FILE": str(tokens)} if how[0] != "--config" \
+            else None
+        result = subprocess.run([sys.executable, "-m", "plant_store", "export", *how, "--output",
+                                 str(tokens)], capture_output=True, text=True, env=env,
+                                timeout=30)
+        assert result.returncode == 2 and "store's own files" in result.stderr, result.stderr
+        assert tokens.read_text() == "{}"

@@ -9,7 +9,7 @@ import pytest
 
 from plant_store.cli import transfer
 from plant_store.cli.main import main
-from plant_store.stores import MemoryStore, Plant
+from plant_store.stores import JsonFileStore, MemoryStore, Plant
 
 BACKUP = b'{"id":1,"name":"Monstera"}\n{"id":2,"name":"Fern"}\n'
 
@@ -68,3 +68,24 @@ def test_an_export_replaces_the_file_once_whole(tmp_path):
         assert backup.read_bytes() == BACKUP  # still the old one while being written
     assert backup.read_bytes() == b'{"id":3,"name":"Pilea","tag":"urticaceae"}\n'
     assert [p.name for p in tmp_path.iterdir()] == ["backup.jsonl"]
+
+
+def test_a_directory_swapped_for_a_link_mid_export_cannot_move_it_onto_the_journal(tmp_path):
+    """The second hostile pass on issue 42: the output's directory, checked by path, was
+    swapped for a link to the data directory before the rename, and the export replaced
+    plants.jsonl. Every step now names the directory by the descriptor the check opened."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    with JsonFileStore(str(data)) as store:
+        store.create(Plant(1, "Fern"))
+    journal = (data / "plants.jsonl").read_bytes()
+    out.mkdir()
+    kept = [str(data / "plants.jsonl")]
+    with transfer.output_file(str(out / "plants.jsonl"), kept) as written:
+        written.write(b'{"id":1,"name":"Fern"}\n')
+        out.rename(tmp_path / "moved")  # the swap, between the check and the rename
+        (tmp_path / "out").symlink_to(data)
+    assert (data / "plants.jsonl").read_bytes() == journal
+    assert (tmp_path / "moved" / "plants.jsonl").read_bytes() == b'{"id":1,"name":"Fern"}\n'
+    assert [p.name for p in (tmp_path / "moved").iterdir()] == ["plants.jsonl"]  # no temp left
+    with pytest.raises(transfer.TransferError, match="one of the store's own files"):
+        transfer.check_output(str(tmp_path / "out" / "plants.jsonl"), kept)

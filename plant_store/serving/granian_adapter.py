@@ -44,7 +44,7 @@ from typing import Any
 
 from plant_store import __version__, logs, metrics_archive, prometheus_adapter
 from plant_store.config import Config, ConfigError
-from plant_store.http import access_log
+from plant_store.http import access_log, errors
 from plant_store.service import Service
 from plant_store.serving import probe_port
 from plant_store.serving.busy_threads import BusyThreads
@@ -140,7 +140,26 @@ def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
     # Run by multiprocessing as the worker process ends, after granian's server returns
     # (every answer in flight sent): not atexit's, which a forked process skips.
     multiprocessing.util.Finalize(None, _close, args=(service, probes), exitpriority=10)
-    return busy
+    return _refuse_too_large(busy, config.max_body_size)
+
+
+def _refuse_too_large(app: Callable[..., Iterable[bytes]], limit: int
+                      ) -> Callable[..., Iterable[bytes]]:
+    """413 at once for a Content-Length over ``limit``, token or not, before the app (as
+    waitress refuses it: errors.rst), its body unread and the connection closed."""
+    body = errors.document(413, errors.TOO_LARGE.format(limit))
+    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+               ("Connection", "close")]
+
+    def refusing(environ: dict[str, Any], start_response: Callable[..., Any]
+                 ) -> Iterable[bytes]:
+        length = environ.get("CONTENT_LENGTH") or ""
+        if length.isdigit() and int(length) > limit:
+            start_response("413 Content Too Large", headers)
+            return [body]
+        return app(environ, start_response)
+
+    return refusing
 
 
 def _open(config: Config, metrics_dir: str | None) -> Service:

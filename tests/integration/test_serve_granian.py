@@ -414,3 +414,21 @@ def test_the_probe_port_is_not_ready_while_every_thread_is_held_by_a_slow_body(t
         while http_request("127.0.0.1", probes, "GET", "/ready")[0] != 200:
             assert time.monotonic() < deadline, "still not ready with every thread free"
             time.sleep(0.2)
+
+
+def test_an_oversized_length_is_413_token_or_not_and_no_body_is_empty_not_411(tmp_path):
+    """The second hostile pass on issue 42: under granian a Content-Length over the limit
+    without a token was 401 (errors.rst: 413, token or not), and a POST with no body at
+    all was 411 (RFC 9112 6.3: it has a body of length 0, 'empty')."""
+    with granian(tmp_path) as server:
+        for token in (None, server.first_token):
+            auth = f"Authorization: Bearer {token}\r\n" if token else ""
+            answer = _raw(server, (f"POST /plants HTTP/1.1\r\nHost: x\r\n{auth}"
+                                   "Content-Type: application/json\r\n"
+                                   "Content-Length: 1000000000000000000\r\n\r\n{").encode())
+            assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+            assert b'"error":413' in answer
+        answer = exchange(server.host, server.port, (
+            f"POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.first_token}"
+            "\r\nContent-Type: application/json\r\n\r\n").encode())
+        assert answer.status == 400 and "body is empty" in answer.body["message"], answer

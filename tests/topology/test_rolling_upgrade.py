@@ -15,7 +15,7 @@ import time
 import pytest
 
 from plant_store.tokens import TokenFile
-from support.proxies import NGINX, NGINX_MAIN, Nginx
+from support.proxies import NGINX, NGINX_MAIN, Nginx, _replace, certificates
 from support.servers import Server, free_port, listing, wait_answering
 
 pytestmark = pytest.mark.topology
@@ -33,10 +33,15 @@ class ReloadableNginx(Nginx):
 
     def __init__(self, tmp, *ports):
         self.dir = pathlib.Path(tmp)
-        self.port = free_port()
+        self.port, self.http_port = free_port(), free_port()  # HTTPS, and 80's redirect
         self.ports = ports
-        self.example_text = self.example.read_text().replace(
-            "listen 80;", f"listen 127.0.0.1:{self.port};")
+        cert, key, _ = certificates().install(self.dir)
+        text = self.example.read_text()
+        text = _replace(text, "listen 80;", f"listen 127.0.0.1:{self.http_port};")
+        text = _replace(text, "listen 443 ssl;", f"listen 127.0.0.1:{self.port} ssl;")
+        text = _replace(text, "/etc/letsencrypt/live/plants.example.com/fullchain.pem", str(cert))
+        self.example_text = _replace(
+            text, "/etc/letsencrypt/live/plants.example.com/privkey.pem", str(key))
         self.write(set())
         (self.dir / "nginx.conf").write_text(MAIN.format(tmp=self.dir))
         self._start([NGINX, "-c", str(self.dir / "nginx.conf"), "-p", str(self.dir)])

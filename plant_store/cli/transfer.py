@@ -25,7 +25,6 @@ them as already there.
 
 import contextlib
 import os
-import secrets
 import signal
 import stat
 import threading
@@ -37,6 +36,7 @@ from marshmallow import ValidationError
 from plant_store.http.schemas import NotAnObject, describe, json_object, load_new_plant
 from plant_store.stores import BatchConflict, Plant, Store, StoreError
 from plant_store.stores.records import new_plant_json
+from plant_store.util.durable import replacing
 from plant_store.util.words import counted
 
 PAGE = 10_000  # plants a page while exporting: the per-page cost (a query, a lock) vanishes
@@ -162,7 +162,10 @@ def _stopped(number: int, problem: str) -> TransferError:
 def check_output(path: str, kept: Iterable[str] = ()) -> None:
     """TransferError unless an export may replace ``path`` (see :func:`output_file`);
     before the store is opened, so a refusal touches nothing."""
-    directory = _open_directory(path)
+    try:
+        directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise TransferError(f"cannot write {path}: {exc.strerror}") from None
     try:
         _check_in(directory, path, kept)
     finally:
@@ -171,44 +174,16 @@ def check_output(path: str, kept: Iterable[str] = ()) -> None:
 
 @contextlib.contextmanager
 def output_file(path: str, kept: Iterable[str] = ()) -> Iterator[BinaryIO]:
-    """A file written beside ``path`` and renamed over it once whole and on disk, so
+    """A file written beside ``path`` and renamed over it once whole and on disk
+    (``durable.replacing``, which holds the directory by one descriptor throughout), so
     ``path`` never holds a partial export that could pass for a whole one; mode 0600 (an
     export is the whole data set). Only a regular file is replaced, or a name with nothing
     there: a rename over a device, a pipe or a link would put a file where ``/dev/null``
     or ``/dev/stdout`` was; and never one of ``kept``, the store's own files (an export
-    over its journal would destroy what it read: the hostile passes on issue 42).
-
-    Invariant: every step after the check (the temporary file's creation, its rename,
-    the fsync of the directory, the cleanup) names the directory by the one descriptor
-    the check opened, never by its path again, so swapping the directory (or a parent)
-    for a link meanwhile cannot move the export anywhere else."""
-    directory = _open_directory(path)
-    name = os.path.basename(path)
-    tmp = f".{name}.{secrets.token_hex(6)}"
+    over its journal would destroy what it read: the hostile passes on issue 42)."""
     try:
-        _check_in(directory, path, kept)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
-                     dir_fd=directory)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                yield out
-                out.flush()
-                os.fsync(out.fileno())
-            os.rename(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
-            os.fsync(directory)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):  # gone if the rename was made
-                os.unlink(tmp, dir_fd=directory)
-            raise
-    except OSError as exc:
-        raise TransferError(f"cannot write {path}: {exc.strerror}") from None
-    finally:
-        os.close(directory)
-
-
-def _open_directory(path: str) -> int:
-    try:
-        return os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
+        with replacing(path, lambda directory, name: _check_in(directory, path, kept)) as out:
+            yield out
     except OSError as exc:
         raise TransferError(f"cannot write {path}: {exc.strerror}") from None
 

@@ -122,6 +122,9 @@ class NoMetrics:
     def dropped(self, lines: int) -> None:
         """Access lines dropped: their destination did not take them in time."""
 
+    def read_at_scrape(self, collector: Any) -> None:
+        """A collector of the server's (a worker's restarts), read at each scrape."""
+
 
 class Metrics(NoMetrics):
     """The service's Prometheus metrics: requests, refusals, store writes and 503s, webhook
@@ -223,6 +226,10 @@ class Metrics(NoMetrics):
 
     def dropped(self, lines: int) -> None:
         self._dropped.inc(lines)
+
+    def read_at_scrape(self, collector: Any) -> None:
+        self.registry.register(collector)
+        self._outbox_registry.register(collector)  # several processes': not in the files
 
     def exposition(self) -> bytes:
         """The Prometheus text of a scrape: this process's counts, or every worker's."""

@@ -31,16 +31,17 @@ import multiprocessing.connection
 import multiprocessing.util
 import os
 import pathlib
-import resource
 import shutil
 import signal
 import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from plant_store import __version__, logs, metrics_archive, prometheus_adapter
 from plant_store.config import Config, ConfigError
@@ -48,6 +49,7 @@ from plant_store.http import access_log, errors
 from plant_store.service import Service
 from plant_store.serving import probe_port
 from plant_store.serving.busy_threads import BusyThreads
+from plant_store.serving.connection_upkeep import ConnectionUpkeep
 from plant_store.stores import DataDirError, StoreError, one_process_problem
 from plant_store.tokens import TokenError, TokenFile, TokenFileError
 
@@ -57,18 +59,6 @@ ENV = "PROMETHEUS_MULTIPROC_DIR"  # the client's multiprocess directory
 
 HEADER_DEADLINE_MAX = 60  # seconds: hyper's header_read_timeout, as granian takes it
 STARTUP = 0.05  # seconds between looks for the workers' listening socket
-WAITRESS_ONLY = {
-    "connection_limit": "granian has no limit on connections that lets idle ones go: its "
-                        "backpressure counts idle connections too, so at a limit they would "
-                        "shut every client out (it takes as many connections as the "
-                        "process may open descriptors)",
-    "channel_timeout": "granian closes no connection for being idle (hyper's deadline, "
-                       "request_timeout, starts at a request's first byte)",
-    "min_send_rate": "granian writes answers itself, and says nothing of how fast a client "
-                     "reads them",
-    "send_rate_window": "granian writes answers itself, and says nothing of how fast a "
-                        "client reads them",
-}
 
 
 def refusal(config: Config) -> tuple[str, str] | None:
@@ -79,19 +69,20 @@ def refusal(config: Config) -> tuple[str, str] | None:
       several is refused); threads: its blocking threads, per worker; workers: its worker
       processes;
     - request_timeout: hyper's header deadline (a request's headers must arrive whole
-      within it, from their first byte; at most 60 s); a body is read by the app, with no
-      deadline of granian's;
+      within it, from their first byte; at most 60 s); and, kept by the worker's
+      connection upkeep (:mod:`plant_store.serving.connection_upkeep`), how long a
+      connection may send nothing at all, and an answer go untaken;
+    - connection_limit: the connections each worker takes (granian's backpressure); at
+      the limit, the upkeep lets idle connections go, then the slowest readers;
+      channel_timeout, min_send_rate and send_rate_window: kept by the upkeep as waitress
+      keeps them;
+    - HTTP/1.1 only, over TLS too: no HTTP/2 (see :func:`_run`);
     - max_body_size, url_prefix, trusted_proxy*, rate_limit, metrics, the access log, CORS:
       the app's own, as under any WSGI server;
     - probe_port: a waitress server of the probes' own in each worker (SO_REUSEPORT);
-    - connection_limit, channel_timeout, min_send_rate and send_rate_window: refused when
-      given (:data:`WAITRESS_ONLY`);
     - workers above 1: refused on the memory and JSON-file stores (one process serves a
       data directory); on PostgreSQL, with metrics counted, the workers count in one
       multiprocess directory (:class:`_MetricsDirectory`) and a scrape sums them."""
-    for name, why in WAITRESS_ONLY.items():
-        if name in config.given:
-            return name, f"waitress only: {why}"
     if config.request_timeout > HEADER_DEADLINE_MAX:
         return "request_timeout", (f"granian's header deadline is at most "
                                    f"{HEADER_DEADLINE_MAX} s")
@@ -113,8 +104,10 @@ class _Plan:
 
     config: Config
     address: str  # the one address host resolves to
+    port: int  # the one port, resolved
     failures: multiprocessing.connection.Connection
     metrics_dir: str | None  # where every worker counts, when several share the counts
+    restarts: Any  # workers replaced so far: a multiprocessing.Value the master counts in
 
 
 def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
@@ -128,8 +121,15 @@ def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
     try:
         service = _open(config, plan.metrics_dir)
         busy = BusyThreads(service.app, config.threads)
+        upkeep = ConnectionUpkeep(
+            plan.port, request_timeout=config.request_timeout,
+            channel_timeout=config.channel_timeout, limit=config.connection_limit,
+            min_rate=config.min_send_rate, window=config.send_rate_window,
+            oldest=busy.longest)
+        service.metrics.read_at_scrape(_Restarts(plan.restarts))
         try:
-            probes = _probes(service, config, plan.address, busy.unready)
+            probes = _probes(service, config, plan.address,
+                             lambda: busy.unready() or upkeep.unready())
         except BaseException:
             service.close()
             raise
@@ -139,8 +139,26 @@ def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
         os._exit(2)  # nothing is open; the master reports it
     # Run by multiprocessing as the worker process ends, after granian's server returns
     # (every answer in flight sent): not atexit's, which a forked process skips.
-    multiprocessing.util.Finalize(None, _close, args=(service, probes), exitpriority=10)
+    multiprocessing.util.Finalize(None, _close, args=(service, probes, upkeep),
+                                  exitpriority=10)
+    upkeep.start()
     return _refuse_too_large(busy, config.max_body_size)
+
+
+class _Restarts:
+    """``plant_store_worker_restarts``, read at each scrape from the master's count (shared
+    memory), so every worker tells the same number."""
+
+    def __init__(self, count: Any) -> None:
+        self._count = count
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("plant_store_worker_restarts", "Worker processes granian "
+                                "replaced since the server started, each having ended "
+                                "unexpectedly (killed, crashed).", self._count.value)
 
 
 def _refuse_too_large(app: Callable[..., Iterable[bytes]], limit: int
@@ -183,7 +201,8 @@ def _probes(service: Service, config: Config, address: str,
     return probe_port.serve(service.app, listener, unready)  # busy threads: not ready
 
 
-def _close(service: Service, probes: Any) -> None:
+def _close(service: Service, probes: Any, upkeep: ConnectionUpkeep) -> None:
+    upkeep.stop()
     if probes is not None:
         probes.stop()
     service.close()  # after the last request: their deliveries are in the outbox
@@ -273,13 +292,29 @@ def _server_class() -> type:
     import granian
 
     class Server(granian.Granian):  # type: ignore[misc,valid-type]  # MPServer on a GIL build
-        """granian's server, with SIGHUP a stop signal (see the module's docstring)."""
+        """granian's server, with SIGHUP a stop signal, and a worker that ends unexpectedly
+        replaced, unless it ended failing to start (see the module's docstring)."""
 
         hup_ignored = False
+        plan: _Plan
+        failed: multiprocessing.connection.Connection  # where a worker says why it failed
 
         def signal_handler_reload(self, *args: Any, **kwargs: Any) -> None:
             if not self.hup_ignored:
                 self.signal_handler_interrupt()
+
+        def _respawn_workers(self, workers: list[int], *args: Any, **kwargs: Any) -> None:
+            if self.failed.poll():  # it could not start: another would fail alike
+                self.interrupt_signal = True
+                self.main_loop_interrupt.set()
+                return
+            for idx in workers:
+                ended = self.wrks[idx].inner
+                log.error("granian worker %d (pid %s) ended unexpectedly (exit code %s); "
+                          "starting another", idx + 1, ended.pid, ended.exitcode)
+            with self.plan.restarts.get_lock():
+                self.plan.restarts.value += len(workers)
+            super()._respawn_workers(workers, *args, **kwargs)
 
     return Server
 
@@ -310,29 +345,31 @@ def _listening(address: str, port: int) -> bool:
         return False
 
 
-def descriptor_limit() -> int:
-    """The most descriptors this process may open: what bounds granian's connections."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return soft if soft != resource.RLIM_INFINITY else 1 << 20
-
-
-def _run(plan: _Plan, reserved: socket.socket, on_ready: Callable[[str], None] | None,
-         grace: float) -> int | str | None:
+def _run(plan: _Plan, reserved: socket.socket, failed: multiprocessing.connection.Connection,
+         on_ready: Callable[[str], None] | None, grace: float) -> int | str | None:
     """Granian's master, until its workers have ended: its exit status (0, or a worker's
     unasked end)."""
-    from granian.constants import Interfaces
+    from granian.constants import HTTPModes, Interfaces
     from granian.http import HTTP1Settings
     from granian.log import LogLevels
 
-    config, address, port = plan.config, plan.address, reserved.getsockname()[1]
+    config, address, port = plan.config, plan.address, plan.port
     hup_ignored = signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     server = _server_class()(
         plan, address=address, port=port,
         interface=Interfaces.WSGI, workers=config.workers, websockets=False,
         blocking_threads=config.threads,
-        # Connections, not requests: an idle one holds a permit too, so the limit is the
-        # descriptors' (threads bound the requests the app runs at once).
-        backpressure=descriptor_limit(),
+        # HTTP/1.1 only, over TLS too (ALPN offers no h2), and no h2c: an HTTP/2 client
+        # can hold every answer of up to 200 streams by opening no window, with nothing
+        # of hyper's to time it out (the hostile pass on issue 49); a proxy in front
+        # speaks HTTP/2 to clients where wanted.
+        http=HTTPModes.http1,
+        # Connections, not requests: an idle one holds a permit too; the worker's
+        # connection upkeep lets idle and slow ones go at the limit.
+        backpressure=config.connection_limit,
+        # A worker that ends unexpectedly is replaced (Server._respawn_workers); one that
+        # ends again within granian's 5.5 s of its replacement stops the server.
+        respawn_failed_workers=True,
         http1_settings=HTTP1Settings(header_read_timeout=config.request_timeout * 1000),
         # Its lines reach the service's handler (logs.configure), in its format.
         log_level=LogLevels(config.log_level), log_access=False,
@@ -344,7 +381,7 @@ def _run(plan: _Plan, reserved: socket.socket, on_ready: Callable[[str], None] |
         # from the next one (files checked readable first: granian's own error is a trace).
         **_tls(config),
     )
-    server.hup_ignored = hup_ignored
+    server.hup_ignored, server.plan, server.failed = hup_ignored, plan, failed
     prefix = config.url_prefix
     scheme = "https" if config.tls_certificate else "http"
     url = f"{scheme}://{f'[{address}]' if ':' in address else address}:{port}{prefix}"
@@ -398,8 +435,9 @@ def serve(config: Config, on_ready: Callable[[str], None] | None, grace: float) 
     failures, told = multiprocessing.Pipe(duplex=False)
     metrics_dir = _MetricsDirectory(config)
     try:
-        plan = _Plan(config, address, told, metrics_dir.open())
-        status = _run(plan, reserved, on_ready, grace)
+        plan = _Plan(config, address, reserved.getsockname()[1], told, metrics_dir.open(),
+                     multiprocessing.Value("Q", 0))
+        status = _run(plan, reserved, failures, on_ready, grace)
     finally:
         reserved.close()
         metrics_dir.close()  # every worker has ended

@@ -1,0 +1,270 @@
+"""The upkeep of a granian worker's connections, done from outside granian, for what it
+does not do itself (the hostile pass on issue 49): hyper closes no connection that has
+sent nothing (its header deadline starts at the first byte), holds an answer its client
+does not read for as long as the client stays, and takes as many connections as the
+process may open descriptors. Waitress does all of this in its upkeep
+(:class:`plant_store.serving.waitress_adapter.Upkeep`); this does the same from the
+kernel's side of each socket, once a second, in a thread of the worker:
+
+- the worker's connections are its descriptors that are TCP sockets connected to the
+  service's port (``/proc/self/fd``); each is read with ``TCP_INFO`` (bytes received, bytes
+  the client acknowledged, milliseconds since data last moved each way) and ``SIOCOUTQ``
+  (bytes of an answer the client has not yet taken);
+- a connection is closed by ``shutdown()`` on a duplicate of its descriptor (granian's own
+  descriptor stays granian's to close: hyper sees the connection end and drops it, with
+  whatever answer it held), with ``SO_LINGER`` 0 where an answer is unsent, so that the
+  kernel drops the unsent bytes too (a reset, as waitress's ``abort``);
+- an answer must move: one whose client took no byte of it for ``request_timeout``
+  seconds, or that moved slower than ``min_rate`` bytes a second over ``window`` seconds
+  of waiting (0: any rate), is reset;
+- a connection that never sent a byte is closed ``request_timeout`` seconds after it was
+  made, and one where nothing moved either way for ``channel_timeout`` seconds, the
+  server having spoken last (between requests), is closed too; so is one whose client
+  spoke last (a request arriving, or running) when nothing moved for ``channel_timeout``
+  and no request of the app has run that long (:attr:`oldest` says how long the longest
+  has), so a running request is never cut;
+- at ``limit`` connections (granian takes no more: its backpressure), every connection
+  idle for EVICT_AFTER seconds between requests, or that never sent a byte, is closed so
+  that new clients get in, and the next sweep follows in RESWEEP seconds (granian takes
+  the next connections from the kernel's queue, which may have waited there as long);
+  if that frees fewer than one slot in HEADROOM, the answers that waited UNREAD_AFTER
+  seconds or more are reset too, the slowest readers first (the slowest, not a cap per
+  address: behind a proxy every connection has its address; a client that reads takes
+  what the kernel sends at once, so its answer waits little);
+- :meth:`unready` says so while every slot stayed held after all that (the probe port's
+  ``/ready``).
+
+Invariant: the upkeep never closes a descriptor of granian's (only its own duplicates),
+and never acts on a socket that is not a connection to ``port`` (the probe port's, the
+database's and the webhooks' sockets are other ports or peers). A descriptor reused
+between the listing and the duplicate is read as what it then is. Linux only (``TCP_INFO``'s
+layout is Linux's, read as in linux/tcp.h since 4.6); elsewhere the upkeep does nothing
+and says so at start.
+"""
+
+import fcntl
+import logging
+import os
+import socket
+import struct
+import sys
+import termios
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger("plant_store.server")
+
+INTERVAL = 1.0  # seconds between sweeps
+RESWEEP = 0.02  # seconds to the next sweep after one that let connections go at the limit
+EVICT_AFTER = 1.0  # seconds a connection may sit idle at the limit
+UNREAD_AFTER = 0.25  # seconds an answer may wait at the limit (a reader's window is open)
+HEADROOM = 20  # at the limit, the upkeep frees one connection slot in this many
+SIOCOUTQ = termios.TIOCOUTQ  # the same request number for a TCP socket: unacknowledged bytes
+_INFO = struct.Struct("=B7x16x20x4I60x2Q8xI")  # linux/tcp.h struct tcp_info, up to notsent
+_LINGER_NOW = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: a close resets
+
+
+@dataclass
+class Seen:
+    """One connection as a sweep read it (times in seconds)."""
+
+    sent_ago: float  # since data last went to the client
+    received_ago: float  # since data last came from it
+    received: int  # bytes in all
+    acked: int  # bytes of answers the client has taken
+    queued: int  # bytes sent to the socket the client has not taken
+
+    @property
+    def quiet(self) -> float:
+        return min(self.sent_ago, self.received_ago)
+
+    @property
+    def between_requests(self) -> bool:
+        """Nothing came since the server last spoke (or nothing came at all)."""
+        return self.received == 0 or self.sent_ago <= self.received_ago
+
+
+@dataclass
+class _Answer:
+    """What the upkeep remembers of an answer its client is taking."""
+
+    acked: int  # the client's taken bytes when they last moved
+    moved: float  # when they last moved
+    window_acked: int  # at the start of the current window
+    waited: float = 0.0  # seconds of the current window
+
+
+def read(sock: socket.socket) -> Seen:
+    """The kernel's view of one connection."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _INFO.size)
+    _state, sent, _, received_ago, _, acked, received, _notsent = _INFO.unpack(info)
+    queued = struct.unpack("i", fcntl.ioctl(sock.fileno(), SIOCOUTQ, b"\0" * 4))[0]
+    return Seen(sent / 1000, received_ago / 1000, received, acked, queued)
+
+
+def connections(port: int) -> dict[int, socket.socket]:
+    """This process's connections to ``port``, as duplicates of their descriptors (the
+    caller closes them), by socket inode (a connection's identity while it lives)."""
+    found: dict[int, socket.socket] = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                continue
+            copy = os.dup(int(name))
+        except (OSError, ValueError):
+            continue  # closed since the listing
+        try:
+            sock = socket.socket(fileno=copy)
+        except OSError:
+            os.close(copy)
+            continue
+        try:
+            if (sock.type == socket.SOCK_STREAM and sock.family in (socket.AF_INET,
+                                                                    socket.AF_INET6)
+                    and sock.getsockname()[1] == port and sock.getpeername()):
+                found[os.fstat(copy).st_ino] = sock
+                continue
+        except OSError:
+            pass  # the listener (no peer), or a socket ending
+        sock.close()
+    return found
+
+
+def close(sock: socket.socket, reset: bool) -> None:
+    """End a connection granian holds: it sees the end and drops the connection."""
+    try:
+        if reset:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_NOW)
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # ended meanwhile
+
+
+class ConnectionUpkeep:
+    """The rules of the module's docstring, for one worker's connections to ``port``."""
+
+    def __init__(self, port: int, *, request_timeout: float, channel_timeout: float,
+                 limit: int, min_rate: int, window: float,
+                 oldest: Callable[[], float]) -> None:
+        self._port, self._limit = port, limit
+        self._request_timeout, self._channel_timeout = request_timeout, channel_timeout
+        self._min_rate, self._window = min_rate, window
+        self._oldest = oldest  # seconds the longest running request of the app has run
+        self._answers: dict[int, _Answer] = {}
+        self._last = 0.0
+        self.held = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if not sys.platform.startswith("linux"):
+            log.warning("connection upkeep needs Linux: idle and unread connections stay")
+            return
+        self._thread = threading.Thread(target=self._run, name="plant-store-upkeep",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def unready(self) -> str | None:
+        """Why new clients wait, or None."""
+        if not self.held:
+            return None
+        return (f"Every connection slot ({self._limit}) is held by clients that are "
+                "neither idle nor slow enough to let go: new clients wait.")
+
+    def _run(self) -> None:
+        pause = INTERVAL
+        while not self._stop.wait(pause):
+            try:
+                closed = self.sweep(time.monotonic())
+            except Exception:  # never the end of the upkeep: the next sweep may do
+                log.exception("connection upkeep failed a sweep")
+                closed = []
+            # Granian takes as many from its queue as were let go, and those may have
+            # waited there idle as long: the next sweep comes at once, until none is left.
+            pause = RESWEEP if any(why.endswith("limit") for _, why in closed) else INTERVAL
+
+    def sweep(self, now: float) -> list[tuple[int, str]]:
+        """One pass of the rules; what it closed, each as (inode, why)."""
+        step, self._last = (now - self._last if self._last else 0.0), now
+        socks = connections(self._port)
+        closed: list[tuple[int, str]] = []
+        try:
+            idle, reading = [], []
+            running_for = self._oldest()
+            for inode, sock in socks.items():
+                try:
+                    seen = read(sock)
+                except OSError:
+                    continue
+                why = (self._judge_answer(inode, seen, now, step) if seen.queued
+                       else self._judge_quiet(seen, running_for))
+                if why:
+                    close(sock, reset=bool(seen.queued))
+                    closed.append((inode, why))
+                elif seen.queued:
+                    reading.append((inode, seen))
+                elif seen.between_requests:
+                    idle.append((inode, seen))
+            for gone in self._answers.keys() - {inode for inode, _ in reading}:
+                del self._answers[gone]
+            held = len(socks) - len(closed)
+            if held >= self._limit:
+                held = self._evict(socks, idle, reading, held, closed)
+            self.held = held >= self._limit
+        finally:
+            for sock in socks.values():
+                sock.close()  # the duplicates only
+        return closed
+
+    def _judge_answer(self, inode: int, seen: Seen, now: float, step: float) -> str | None:
+        answer = self._answers.get(inode)
+        if answer is None:
+            answer = self._answers[inode] = _Answer(seen.acked, now, seen.acked)
+        elif seen.acked != answer.acked:
+            answer.acked, answer.moved = seen.acked, now
+        answer.waited += step
+        if now - answer.moved >= self._request_timeout:
+            return "answer unread"
+        if self._min_rate and answer.waited >= self._window:
+            rate = (seen.acked - answer.window_acked) / answer.waited
+            answer.window_acked, answer.waited = seen.acked, 0.0
+            if rate < self._min_rate:
+                return "answer read too slowly"
+        return None
+
+    def _judge_quiet(self, seen: Seen, running_for: float) -> str | None:
+        if seen.received == 0 and seen.received_ago >= self._request_timeout:
+            return "sent nothing"
+        if seen.quiet < self._channel_timeout:
+            return None
+        if seen.between_requests or running_for < seen.quiet:
+            return "idle"
+        return None
+
+    def _evict(self, socks: dict[int, socket.socket], idle: list[tuple[int, Seen]],
+               reading: list[tuple[int, Seen]], held: int,
+               closed: list[tuple[int, str]]) -> int:
+        for inode, seen in idle:
+            if seen.quiet >= EVICT_AFTER:
+                close(socks[inode], reset=False)
+                closed.append((inode, "idle at the limit"))
+                held -= 1
+        waited = [(inode, seen) for inode, seen in reading
+                  if self._answers[inode].waited >= UNREAD_AFTER]
+        waited.sort(key=lambda item: self._rate(*item))
+        for inode, _ in waited[:max(0, held - self._limit + max(1, self._limit // HEADROOM))]:
+            close(socks[inode], reset=True)
+            closed.append((inode, "slowest reader at the limit"))
+            held -= 1
+        return held
+
+    def _rate(self, inode: int, seen: Seen) -> float:
+        answer = self._answers[inode]
+        return (seen.acked - answer.window_acked) / max(answer.waited, 1e-9)

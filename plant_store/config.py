@@ -239,34 +239,36 @@ class Config:
         "worker); more of them share each fsync (group commit).", unit="N")
     connection_limit: int = setting(_int_in(10, 1000), "100",
         "Most connections waitress holds open, counting its own listening socket and "
-        "wake-up pipe. At the limit, every connection that has sent nothing for a "
-        "second and waits for no answer is closed, to let new clients in, and if that "
-        "frees too few, the connections reading their answers slowest. Waitress only: "
-        "refused with server = granian, which has no such limit.",
+        "wake-up pipe (under server = granian: each worker's connections). At the limit, "
+        "every connection that has sent nothing for a second and waits for no answer is "
+        "closed, to let new clients in, and if that frees too few, the connections "
+        "reading their answers slowest.",
         unit="N")
     channel_timeout: int = setting(_int_in(1, 86400), "120",
         "Seconds a connection may go without sending or receiving a byte, outside a "
         "request the app is handling, before waitress closes it (checked every 30 s, or "
-        "this often if shorter). A client that sends a byte now and then is never closed. "
-        "Behind nginx keep it above nginx's upstream keepalive_timeout (60 s). Waitress "
-        "only: refused with server = granian, which closes no connection for being idle.",
+        "this often if shorter; under server = granian, every second). A client that "
+        "sends a byte now and then is never closed. Behind nginx keep it above nginx's "
+        "upstream keepalive_timeout (60 s).",
         unit="SECONDS")
     request_timeout: int = setting(_int_in(1, 3600), "30",
         "Seconds a client gets to send a request whole (its headers and body, from its "
         "first byte), and that an answer may wait without the client reading any of "
         "it; then its connection is closed (checked every second), so slow or stalled "
-        "clients hold no connection or thread for long. Under server = granian: the "
-        "headers' deadline only (hyper's, at most 60), from their first byte.",
+        "clients hold no connection or thread for long. Under server = granian (at most "
+        "60): the headers' deadline, from their first byte (hyper's), a connection that "
+        "sends nothing is closed this long after it was made, and an answer that waits "
+        "as long is reset; a body has no deadline of its own there.",
         unit="SECONDS")
     min_send_rate: int = setting(_int_in(0, 1 << 30), "4096",
         "Bytes a second an answer must move at, on average over send_rate_window "
         "seconds of waiting for the client to read it; a slower connection is closed "
         "(checked every second), so clients that read a trickle hold no connection for "
-        "long. 0: off. Waitress only: refused with server = granian.",
+        "long. 0: off.",
         unit="BYTES_PER_SECOND")
     send_rate_window: int = setting(_int_in(1, 3600), "20",
         "Seconds of waiting for a client to read its answer over which min_send_rate is "
-        "averaged: a client that pauses and then reads fast loses nothing. Waitress only.",
+        "averaged: a client that pauses and then reads fast loses nothing.",
         unit="SECONDS")
     store: str = setting(_OneOf("memory", "jsonfile", "postgresql"), "jsonfile",
         "Where plants live: 'memory' (lost on exit), 'jsonfile' (durable, one process) "

@@ -3,6 +3,7 @@ HTTP against a real process (issue 43); where granian answers by itself outside 
 shape, the documented exceptions (docs/errors.rst) are pinned here too."""
 
 import json
+import os
 import re
 import signal
 import socket
@@ -144,12 +145,11 @@ def test_sighup_ignored_as_nohup_leaves_it_keeps_serving(tmp_path):
 @pytest.mark.parametrize(("flags", "says"), [
     (("--workers", "2"), "store=jsonfile with 2 granian worker processes"),
     (("--workers", "2", "--store", "memory"), "store=memory with 2 granian worker processes"),
-    (("--connection-limit", "50"), "setting connection_limit='50' (from flag "
-                                   "--connection-limit): waitress only: granian has no limit"),
-    (("--channel-timeout", "5"), "setting channel_timeout='5' (from flag --channel-timeout): "
-                                 "waitress only"),
     (("--request-timeout", "61"), "granian's header deadline is at most 60 s"),
     (("--host", "localhost"), None),  # one address on this machine: served
+    # Kept by the connection upkeep since issue 49 (tests/integration/test_granian_edge.py).
+    (("--connection-limit", "50", "--channel-timeout", "5", "--min-send-rate", "100",
+      "--send-rate-window", "5"), None),
 ])
 def test_settings_granian_cannot_honour_are_refused_in_one_line(tmp_path, flags, says):
     if says is None:
@@ -182,7 +182,7 @@ def test_a_worker_that_cannot_open_the_store_stops_the_server_saying_why(tmp_pat
 def test_several_workers_on_postgresql_each_serve_with_its_probes(tmp_path, database_url):
     probes = free_port()
     with granian(tmp_path, "--store", "postgresql", "--database-url", database_url,
-                 "--workers", "2", "--metrics", "off", "--probe-port", str(probes)) as server:
+                 "--workers", "2", "--metrics", "public", "--probe-port", str(probes)) as server:
         token = server.first_token
         prefixes = set()
         for n in range(40):
@@ -194,6 +194,31 @@ def test_several_workers_on_postgresql_each_serve_with_its_probes(tmp_path, data
         assert answered == {200}
         workers = re.findall(r"Spawning worker-\d with PID: (\d+)", "".join(server.stderr))
         assert len(workers) == 2
+        # One count across both workers, whichever answers the scrape.
+        for _ in range(4):
+            text = http_request(server.host, server.port, "GET", "/metrics")[2].decode()
+            created = re.search(r'plant_store_http_requests_total\{method="POST",'
+                                r'route="/plants",status="200"\} (\S+)', text)
+            assert created and float(created.group(1)) == 40, text
+        # One worker killed: the other serves meanwhile, and a new one takes its place.
+        # Connections the kernel had queued for the killed worker are reset with it
+        # (granian: unless net.ipv4.tcp_migrate_req=1); a retry finds the other.
+        os.kill(int(workers[0]), signal.SIGKILL)
+        resets = 0
+        for n in range(40, 60):
+            for _ in range(3):
+                try:
+                    assert server.request("POST", "/plants", {"id": n, "name": "pg"}, token,
+                                          timeout=10)[0] == 200
+                    break
+                except ConnectionResetError:
+                    resets += 1
+        assert resets <= 2
+        deadline = time.monotonic() + 15  # started (a stop while it starts waits it out)
+        while "".join(server.stderr).count("Started worker-") < 3:
+            assert time.monotonic() < deadline, "".join(server.stderr)
+            time.sleep(0.1)
+        assert server.proc.poll() is None
     assert server.proc.returncode == 0
 
 
@@ -383,8 +408,7 @@ def test_a_body_cut_short_or_without_a_length_is_refused_and_nothing_done(tmp_pa
                        + b"Transfer-Encoding: chunked\r\n\r\n"
                        + b"%x\r\n" % len(payload) + payload + b"\r\nzz\r\n")
             answer = _raw(server, chunked)
-            assert answer.startswith(b"HTTP/1.1 411") or answer.startswith(b"HTTP/1.1 400"), (
-                answer[:200])
+            assert answer.startswith(b"HTTP/1.1 411"), answer[:200]
         assert server.request("GET", "/plants/8", token=token)[0] == 404
         assert server.request("GET", "/plants/7", token=token)[2] == {"name": "kept",
                                                                         "tag": "t"}
@@ -399,17 +423,19 @@ def test_the_probe_port_is_not_ready_while_every_thread_is_held_by_a_slow_body(t
     with granian(tmp_path, "--threads", "2", "--probe-port", str(probes)) as server:
         token = server.first_token
         held = []
-        for _ in range(2):
-            sock = socket.create_connection((server.host, server.port), timeout=10)
-            sock.sendall((f"POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}"
-                          "\r\nContent-Type: application/json\r\nContent-Length: 30\r\n\r\n"
-                          '{"id": 1').encode())
-            held.append(sock)
-        time.sleep(1.6)
-        status, _, body = http_request("127.0.0.1", probes, "GET", "/ready")
-        assert status == 503 and "busy" in body["message"], (status, body)
-        for sock in held:
-            sock.close()
+        try:  # the sockets closed whatever fails, or the server's stop waits on them
+            for _ in range(2):
+                sock = socket.create_connection((server.host, server.port), timeout=10)
+                sock.sendall((f"POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                              f"{token}\r\nContent-Type: application/json\r\n"
+                              'Content-Length: 30\r\n\r\n{"id": 1').encode())
+                held.append(sock)
+            time.sleep(1.6)
+            status, _, body = http_request("127.0.0.1", probes, "GET", "/ready")
+            assert status == 503 and "busy" in body["message"], (status, body)
+        finally:
+            for sock in held:
+                sock.close()
         deadline = time.monotonic() + 10
         while http_request("127.0.0.1", probes, "GET", "/ready")[0] != 200:
             assert time.monotonic() < deadline, "still not ready with every thread free"

@@ -78,7 +78,10 @@ class OwnDirectory:
     anything reads it), made by :meth:`open`, removed by :meth:`close`."""
 
     def __init__(self, configured: str | None) -> None:
-        parent = os.path.normpath(configured or tempfile.gettempdir())
+        # Absolute: the workers may start elsewhere (gunicorn's --chdir). The temporary
+        # directory, which the user did not name, is taken as it resolves.
+        parent = (os.path.abspath(configured) if configured
+                  else os.path.realpath(tempfile.gettempdir()))
         if _OURS.fullmatch(os.path.basename(parent)):  # a predecessor's, inherited by exec
             parent = os.path.dirname(parent)
         self.parent = parent
@@ -110,7 +113,8 @@ class OwnDirectory:
             if free < MIN_FREE:
                 raise DirectoryError(f"{free >> 20} MiB free; the workers' metrics need at "
                                      f"least {MIN_FREE >> 20} MiB")
-            _remove_dead(parent, self.name)
+            with contextlib.suppress(OSError):  # what cannot be cleaned up stays; no reason
+                _remove_dead(parent, self.name)  # to refuse the start
         except OSError as exc:
             self.close()
             raise DirectoryError(exc.strerror or str(exc)) from None
@@ -218,8 +222,8 @@ def _remove_dead(parent: int, own: str) -> None:
             if info.st_uid != os.geteuid():
                 continue
             try:
-                marker = os.open(OWNER, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                 dir_fd=directory)
+                marker = os.open(OWNER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                                 | os.O_CLOEXEC, dir_fd=directory)  # a FIFO: no wait
             except OSError:
                 continue  # not provably ours
             try:
@@ -251,8 +255,7 @@ def _remove_own(parent: int, name: str, identity: tuple[int, int]) -> None:
             return  # not the one made (or checked): leave it
         names = [entry for entry in os.listdir(directory) if _MADE.fullmatch(entry)]
         for entry in sorted(names, key=lambda entry: entry == OWNER):
-            with contextlib.suppress(FileNotFoundError, IsADirectoryError,
-                                     PermissionError):
+            with contextlib.suppress(OSError):  # gone, a directory, not ours to remove
                 os.unlink(entry, dir_fd=directory)  # a link itself, never what it names
     finally:
         os.close(directory)

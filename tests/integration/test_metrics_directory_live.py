@@ -162,3 +162,26 @@ def test_a_metrics_directory_that_is_a_link_is_refused_in_one_line(tmp_path):
                       "plant_store.wsgi:application"], env)
     assert f"plant-store: error: {says}" in hooked, hooked
     assert os.listdir(real) == ["inventory.db"]
+
+
+def test_a_crashed_starts_subdirectory_is_removed_by_a_later_start_and_a_live_ones_never(
+        tmp_path):
+    """gunicorn killed outright (master and workers) leaves its subdirectory; the next
+    start removes it (its marker's lock went with the processes), never a live one's."""
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
+    crashed = gunicorn(tmp_path, "one", metrics_dir)
+    assert crashed.create(1, "a")[0] == 200
+    left = {path.name for path in metrics_dir.iterdir()}
+    os.killpg(crashed.proc.pid, signal.SIGKILL)
+    crashed.stop()
+    assert {path.name for path in metrics_dir.iterdir()} == left and len(left) == 1
+    with gunicorn(tmp_path, "two", metrics_dir) as live:
+        now = {path.name for path in metrics_dir.iterdir()}
+        assert len(now) == 1 and not now & left  # the crashed one's gone, its own made
+        with granian(tmp_path, "three", metrics_dir) as other:
+            assert now < {path.name for path in metrics_dir.iterdir()}  # the live one kept
+            assert creates_counted(other, other.first_token) == 0
+        assert live.create(1, "b")[0] == 200
+        assert creates_counted(live) == 1
+    assert os.listdir(metrics_dir) == []

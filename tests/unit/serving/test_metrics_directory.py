@@ -99,6 +99,9 @@ def test_a_dead_starts_subdirectory_is_removed_and_nothing_else(tmp_path):
     (tmp_path / "target").mkdir()
     (tmp_path / "target" / OWNER).write_bytes(MAGIC)
     (tmp_path / "plant-store-metrics-3-0123456789abcdef").symlink_to(tmp_path / "target")
+    fifo = tmp_path / "plant-store-metrics-4-0123456789abcdef"
+    fifo.mkdir()
+    os.mkfifo(fifo / OWNER)  # read, it would hang the start
     before = names(tmp_path)
     later = OwnDirectory(str(tmp_path))
     later.open()
@@ -109,7 +112,7 @@ def test_a_dead_starts_subdirectory_is_removed_and_nothing_else(tmp_path):
         assert names(tmp_path / odd.name) == ["notes.txt"]  # its files went, not another's
         assert (tmp_path / live.name / OWNER).exists()
         assert names(unmarked) == ["counter_1.db"] and names(forged) == [OWNER]
-        assert names(tmp_path / "target") == [OWNER]
+        assert names(tmp_path / "target") == [OWNER] and names(fifo) == [OWNER]
     finally:
         later.close()
         live.close()

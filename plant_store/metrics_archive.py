@@ -18,17 +18,14 @@ in and removes the worker's files. A scrape reads holding that lock shared
 in its SIGCHLD handler, so it waits at most ``LOCK_WAIT`` for scrapes to finish; when they
 hold the lock longer, the merge is put off (the files still count) until a later one.
 
-The directory itself is the master's too: :func:`prepare` makes it empty, once per start of
-the server, before any worker forks (files of an earlier run would be added in, and a PID
-used again would carry on an old count), and refuses one the workers could not write.
+The directory is one the master made for this start and removes at its stop, inside the
+one ``PROMETHEUS_MULTIPROC_DIR`` names (:mod:`plant_store.serving.metrics_directory`), so
+it holds this start's files only, and the archive its ended workers' counts.
 """
 
 import contextlib
 import fcntl
-import glob
 import os
-import re
-import tempfile
 import time
 from collections.abc import Iterator
 
@@ -37,40 +34,6 @@ from plant_store import prometheus_adapter
 LOCK = "merge.lock"
 KINDS = ("counter", "histogram")  # the kinds of file the service's metrics write
 LOCK_WAIT = 0.2  # seconds a merge waits for scrapes to finish (each takes milliseconds)
-# Each worker's files grow a page at a time through mmap: on a full file system the write
-# faults and the kernel kills the worker (SIGBUS), mid-request, after its commit.
-MIN_FREE = 64 << 20  # bytes free in the directory at start
-_WORKER_FILE = re.compile(rf"(?:{'|'.join(KINDS)})_(\d+)\.db")
-
-
-class DirectoryError(Exception):
-    """The directory cannot take the workers' counts (why, in a few words)."""
-
-
-def prepare(directory: str) -> None:
-    """Make ``directory`` if missing and empty it of counts (``*.db``), checking that a file
-    can be made there and that ``MIN_FREE`` bytes are free: else DirectoryError."""
-    try:
-        os.makedirs(directory, exist_ok=True)
-        for path in glob.glob(os.path.join(directory, "*.db")):
-            os.unlink(path)
-        tempfile.TemporaryFile(dir=directory).close()
-        stats = os.statvfs(directory)
-    except OSError as exc:
-        raise DirectoryError(exc.strerror or str(exc)) from None
-    free = stats.f_bavail * stats.f_frsize
-    if free < MIN_FREE:
-        raise DirectoryError(f"{free >> 20} MiB free; the workers' metrics need at least "
-                             f"{MIN_FREE >> 20} MiB")
-
-
-def workers(directory: str) -> set[int]:
-    """The PIDs of the workers whose own files are in ``directory``."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return set()
-    return {int(found.group(1)) for found in map(_WORKER_FILE.fullmatch, names) if found}
 
 
 @contextlib.contextmanager

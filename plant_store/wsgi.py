@@ -6,8 +6,10 @@ Nothing is opened at import: each serving process opens the store at its first r
 (see :mod:`plant_store.serving.lazy_app`). Issue tokens with ``plant-store token add``. Logging is
 configured here as ``log_level`` and ``log_format`` say, unless the server or a host already
 configured it (see :mod:`plant_store.logs`).
-With several worker processes, ``PROMETHEUS_MULTIPROC_DIR`` names an empty directory where
-each keeps its metrics, so that a scrape sums them (see :mod:`plant_store.gunicorn_hooks`).
+With several worker processes, ``PROMETHEUS_MULTIPROC_DIR`` names the directory where each
+keeps its metrics, so that a scrape sums them: under the gunicorn hooks, a subdirectory the
+master made for this start (see :mod:`plant_store.gunicorn_hooks`); under uWSGI, one made
+empty at each start.
 """
 
 import os

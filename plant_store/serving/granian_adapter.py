@@ -31,10 +31,8 @@ import multiprocessing.connection
 import multiprocessing.util
 import os
 import pathlib
-import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -43,13 +41,14 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from plant_store import __version__, logs, metrics_archive, prometheus_adapter
+from plant_store import __version__, logs, prometheus_adapter
 from plant_store.config import Config, ConfigError
 from plant_store.http import access_log, errors
 from plant_store.service import Service
 from plant_store.serving import probe_port
 from plant_store.serving.busy_threads import BusyThreads
 from plant_store.serving.connection_upkeep import ConnectionUpkeep
+from plant_store.serving.metrics_directory import MetricsDirectory as _MetricsDirectory
 from plant_store.stores import DataDirError, StoreError, one_process_problem
 from plant_store.tokens import TokenError, TokenFile, TokenFileError
 
@@ -208,60 +207,6 @@ def _close(service: Service, probes: Any, upkeep: ConnectionUpkeep) -> None:
     service.close()  # after the last request: their deliveries are in the outbox
     access_log.flush_all()  # the last requests' lines
     logs.drain()  # to stderr, within its timeout: a forked worker runs no atexit
-
-
-class _MetricsDirectory:
-    """The multiprocess directory where several workers count (the master's, as
-    :mod:`plant_store.gunicorn_hooks` keeps gunicorn's): ``PROMETHEUS_MULTIPROC_DIR`` when
-    set, else one made under the system's temporary directory and named in the
-    environment, which the workers inherit. None is used by one worker, which counts in
-    its own memory (cheaper), unless the variable names one.
-
-    Invariants: the directory is emptied once, in :meth:`open`, before any worker forks (an
-    earlier run's files would be added in); while the server runs, a scrape on any worker
-    reads every worker's files (:mod:`plant_store.metrics`); granian's workers end only
-    with the server (plant-store neither respawns nor recycles them; one that dies stops
-    the others), so :meth:`close`, run once every worker has ended, merges each one's files
-    into the archive (:mod:`plant_store.metrics_archive`) and removes the directory if it
-    was made here, leaving the environment as it found it."""
-
-    def __init__(self, config: Config) -> None:
-        self._given = os.environ.get(ENV) or None
-        self._used = config.metrics != "off" and (config.workers > 1 or bool(self._given))
-        self.path: str | None = None  # once open
-        self._made = False
-
-    def open(self) -> str | None:
-        """The directory, emptied and named to the workers (None: each counts alone), or
-        StoreError saying why it cannot serve."""
-        if not self._used:
-            return None
-        if self._given:
-            self.path = self._given
-        else:
-            self.path, self._made = tempfile.mkdtemp(prefix="plant-store-metrics-"), True
-        try:
-            metrics_archive.prepare(self.path)
-        except metrics_archive.DirectoryError as exc:
-            raise StoreError(f"{ENV}={self.path}: {exc}") from None
-        os.environ[ENV] = self.path
-        return self.path
-
-    def close(self) -> None:
-        """Once every worker has ended: their counts into the archive, or the directory
-        gone if made here."""
-        if self.path is None:
-            return
-        if self._made:
-            shutil.rmtree(self.path, ignore_errors=True)
-            os.environ.pop(ENV, None)
-            self.path = None
-            return
-        for pid in sorted(metrics_archive.workers(self.path)):
-            try:
-                metrics_archive.merge_ended(self.path, pid)
-            except Exception:  # the counts stay in the worker's files, still summed
-                log.exception("metrics of ended worker %d left unmerged", pid)
 
 
 def _tls(config: Config) -> dict[str, Any]:

@@ -15,25 +15,25 @@ gunicorn's own lines (``gunicorn.error``) take the service's ``log_format``, so 
 line of the server is in one format.
 
 Each worker keeps its counts in files of its own in ``PROMETHEUS_MULTIPROC_DIR``, and a
-scrape, whichever worker serves it, sums them (:mod:`plant_store.metrics`). The directory
-must be empty when the server starts (files of an earlier run would be added in, and a PID
-used again would carry on an old count) and must outlive the workers (a worker that ends,
-recycled by ``max_requests`` or killed, keeps its counts in the total, so counters never go
-back). So, once per start of the server, in gunicorn's master:
-
-- when ``PROMETHEUS_MULTIPROC_DIR`` is set, that directory is made if missing, and emptied
-  of its ``*.db`` files;
-- when it is not, one is made under the system's temporary directory, named in the
-  environment here (gunicorn reads this module before it imports the app, ``--preload`` or
-  not, and the client chooses its mode when first imported), and removed when gunicorn
-  exits.
+scrape, whichever worker serves it, sums them (:mod:`plant_store.metrics`). Those files
+must be this start's only (files of an earlier run would be added in, and a PID used again
+would carry on an old count) and must outlive the workers (a worker that ends, recycled by
+``max_requests`` or killed, keeps its counts in the total, so counters never go back). So
+the master counts in a subdirectory of its own, made for this start inside the directory
+``PROMETHEUS_MULTIPROC_DIR`` names, or inside the system's temporary directory when it is
+unset (:class:`plant_store.serving.metrics_directory.OwnDirectory`): named in the
+environment when gunicorn reads this module (before it imports the app, ``--preload`` or
+not, and before the client, which chooses its mode when first imported, is imported),
+made in ``on_starting``, before any worker forks, and removed when gunicorn exits. Nothing
+else in the named directory is touched: other programs' files, and other services'
+subdirectories, stay.
 
 When a worker ends (recycled by ``max_requests``, killed, or at a reload), the master
 marks it dead for the client and merges its files into the ended workers' archive
-(:mod:`plant_store.metrics_archive`), so the directory stays a few files plus two per
-worker. Other pre-fork servers (uWSGI): set ``PROMETHEUS_MULTIPROC_DIR`` to a directory
-made empty at each start, e.g. systemd's ``RuntimeDirectory=``; it then keeps two files per
-worker that ever ran.
+(:mod:`plant_store.metrics_archive`), in the same subdirectory, so it stays a few files
+plus two per worker. Other pre-fork servers (uWSGI): set ``PROMETHEUS_MULTIPROC_DIR`` to a
+directory made empty at each start, e.g. systemd's ``RuntimeDirectory=``; it then keeps
+two files per worker that ever ran.
 """
 
 import os
@@ -42,16 +42,17 @@ import socket
 import tempfile
 import threading
 
-ENV = "PROMETHEUS_MULTIPROC_DIR"
+from plant_store.serving import metrics_directory
+
+ENV = metrics_directory.ENV
 
 # Before anything imports prometheus_client, which chooses its multiprocess mode when first
 # imported (after it, the workers would count in memory of their own, and a scrape would
-# sum an empty directory).
-_made: str | None  # the directory this module made, to remove at exit
-if not os.environ.get(ENV):
-    os.environ[ENV] = _made = tempfile.mkdtemp(prefix="plant-store-metrics-")
-else:
-    _made = None
+# sum an empty directory), and before gunicorn imports the app (--preload), which reads it.
+_configured = os.environ.get(ENV) or None  # the user's, for messages
+_metrics = metrics_directory.OwnDirectory(_configured)  # made in on_starting
+os.environ[ENV] = _metrics.path
+_once: str | None = None  # the folder of once-said markers this module made
 
 import gunicorn  # noqa: E402
 from gunicorn import glogging  # noqa: E402
@@ -112,13 +113,14 @@ def on_starting(server: Arbiter) -> None:
                          f"{gunicorn.__version__}); pip install 'gunicorn>=27'")
     _refuse_workers_that_cannot_share(server.cfg.workers)
     _listen_for_probes(server)
-    # What a worker says at its start is said by the first worker of this start only.
-    os.environ[once.ENV] = tempfile.mkdtemp(prefix="plant-store-once-")
-    directory = os.environ[ENV]
+    global _once
     try:
-        metrics_archive.prepare(directory)
-    except metrics_archive.DirectoryError as exc:
-        raise SystemExit(f"plant-store: error: {ENV}={directory}: {exc}") from None
+        _metrics.open()
+    except metrics_directory.DirectoryError as exc:
+        raise SystemExit(f"plant-store: error: {ENV}={_configured or _metrics.parent}: "
+                         f"{exc}") from None
+    # What a worker says at its start is said by the first worker of this start only.
+    os.environ[once.ENV] = _once = tempfile.mkdtemp(prefix="plant-store-once-")
 
 
 def nworkers_changed(server: Arbiter, new_value: int, old_value: int | None) -> None:
@@ -194,10 +196,11 @@ def worker_exit(server: Arbiter, worker: Worker) -> None:
 
 
 def on_exit(server: object) -> None:
-    if _made and os.environ.get(ENV) == _made:
-        shutil.rmtree(_made, ignore_errors=True)
-    if os.environ.get(once.ENV):
-        shutil.rmtree(os.environ[once.ENV], ignore_errors=True)
+    """Remove what this start made: its metrics subdirectory (the files the service made
+    there, and it if that empties it) and its folder of once-said markers."""
+    _metrics.close()
+    if _once:
+        shutil.rmtree(_once, ignore_errors=True)
 
 
 _ended: set[int] = set()  # PIDs of ended workers whose files are still to merge

@@ -15,13 +15,15 @@ Invariants:
   server that died before that is acted on at the next pass (acting twice is harmless: only
   dead letters move back to the outbox). So a command that sees ``<name>.taken`` gone knows
   its dead letters are back in the outbox.
-- A request that cannot be read as a list of ids (garbage, not a regular file) is logged and
-  removed, never read again; one that cannot be removed is logged once and then left alone.
+- A request that cannot be read as a list of ids (garbage) is logged and removed, never
+  read again; one that cannot be removed is logged once and then left alone. Anything named
+  as a request that is not a regular file (a directory, a link, a FIFO: the command never
+  makes one) is logged once and left alone: never taken, read nor removed (issue 49).
 """
 
 import logging
 import os
-import shutil
+import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -82,6 +84,8 @@ def take(data_dir: str, act: Callable[[list[str]], None], ignored: set[str]) -> 
         if not name.startswith(PREFIX) or name in ignored:
             continue
         path = os.path.join(data_dir, name)
+        if not _regular(path, name, ignored):
+            continue
         if name.endswith(SUFFIX):
             try:
                 os.rename(path, path + TAKEN)
@@ -94,6 +98,22 @@ def take(data_dir: str, act: Callable[[list[str]], None], ignored: set[str]) -> 
         if ids is not None:
             act(ids)  # raises, leaving the request to the next pass, if the store fails
         _remove(path, ignored)
+
+
+def _regular(path: str, name: str, ignored: set[str]) -> bool:
+    """Whether ``path`` is a regular file (a request the command could have made); else it
+    is logged and added to ``ignored``, to be left alone."""
+    try:
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            return True
+    except FileNotFoundError:
+        return False  # withdrawn or acted on meanwhile
+    except OSError:
+        pass
+    log.error("ignoring webhook retry request %s: not a regular file, which plant-store never "
+              "makes; leaving it alone", path)
+    ignored.add(name)
+    return False
 
 
 def _withdraw(path: str) -> bool:
@@ -119,10 +139,7 @@ def _read(path: str) -> list[str] | None:
 
 def _remove(path: str, ignored: set[str]) -> None:
     try:
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
+        os.unlink(path)  # never a directory's contents: it took only a regular file
     except FileNotFoundError:
         pass
     except OSError as exc:

@@ -16,6 +16,9 @@ def test_a_merge_scrapes_put_off_is_done_at_a_later_end_never_under_a_live_pid(
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # before the import
     from plant_store import gunicorn_hooks
 
+    # Its import names the master's own subdirectory; tmp_path stands for that one here.
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+
     workers = {}  # gunicorn's live workers, by PID
     server = types.SimpleNamespace(WORKERS=workers, log=logging.getLogger("test"))
     for pid in (101, 102, 103):

@@ -14,7 +14,7 @@ import pytest
 from plant_store.tokens import TokenFile
 from plant_store.webhooks.worker import new_secret
 from support import mounts
-from support.metrics import samples, scrape, value
+from support.metrics import own_subdirectory, samples, scrape, value
 from support.receiver import Receiver
 from support.servers import (
     Server,
@@ -142,17 +142,19 @@ def test_gunicorn_workers_on_postgresql_add_up_in_one_scrape(tmp_path, database_
         for thread in clients:
             thread.join(60)
         assert creates == [200] * 120
-        pids = {name.split("_")[-1] for name in os.listdir(metrics_dir)}
-        assert len(pids) >= 2, f"one worker took every request: {os.listdir(metrics_dir)}"
+        counted_in = own_subdirectory(metrics_dir)
+        pids = {name.split("_")[-1] for name in os.listdir(counted_in) if name.endswith(".db")}
+        assert len(pids) >= 2, f"one worker took every request: {os.listdir(counted_in)}"
         got = samples(scrape(lambda *a, **k: http_request("127.0.0.1", port, *a, **k), token))
         assert value(got, "plant_store_http_requests_total",
                      route="/plants", method="POST", status="200") == 120
         assert value(got, "plant_store_store_write_duration_seconds_count") == 120
-        assert not (metrics_dir / "counter_1.db").exists()  # emptied at the start
     finally:
         gunicorn.send_signal(signal.SIGTERM)
         ended(gunicorn)
         gunicorn.stderr.close()
+    # Not the service's: neither counted nor removed; its own subdirectory gone at exit.
+    assert os.listdir(metrics_dir) == ["counter_1.db"]
 
 
 @pytest.mark.slow
@@ -177,20 +179,21 @@ def test_recycled_gunicorn_workers_leave_a_bounded_directory_and_their_counts(
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_answering(port, gunicorn)
+        counted_in = own_subdirectory(metrics_dir)
         most = 0
         for _ in range(count):
             assert http_request("127.0.0.1", port, "GET", "/plants", token=token)[0] == 200
-            most = max(most, len(os.listdir(metrics_dir)))
-        # Two files per live worker, the archive's two and its generation; while a merge
-        # runs, also the ended worker's two and the archive's next two (was: 2 per worker
-        # that ever ran, 40 more here).
-        assert most <= 2 * 2 + 3 + 4, most
+            most = max(most, len(os.listdir(counted_in)))
+        # Two files per live worker, the archive's two, its lock and the subdirectory's
+        # marker; while a merge runs, also the ended worker's two and the archive's next
+        # two (was: 2 per worker that ever ran, 40 more here).
+        assert most <= 2 * 2 + 4 + 4, most
         settled = time.monotonic() + 5  # the last request's worker may be ending now
         while True:
-            left = sorted(os.listdir(metrics_dir))
+            left = sorted(os.listdir(counted_in))
             pids = {name.split("_")[1][:-3] for name in left if name.endswith(".db")}
             pids.discard("dead")
-            if len(pids) <= 2 and len(left) == 2 * len(pids) + 3:
+            if len(pids) <= 2 and len(left) == 2 * len(pids) + 4:
                 break
             assert time.monotonic() < settled, left
             time.sleep(0.05)
@@ -210,8 +213,9 @@ def test_recycled_gunicorn_workers_leave_a_bounded_directory_and_their_counts(
 def test_granian_workers_on_postgresql_add_up_in_one_scrape(tmp_path, database_url, named):
     """``serve --server granian --workers 2``: creates spread over both workers (a fresh
     connection each), and a scrape from a fresh connection, whichever worker answers it,
-    counts every one. The directory is made and removed by the master, or taken from
-    PROMETHEUS_MULTIPROC_DIR, emptied at the start and left with the archive only."""
+    counts every one. The master counts in a subdirectory of its own, made in
+    PROMETHEUS_MULTIPROC_DIR or the temporary directory and removed at its stop; nothing
+    else there is touched."""
     metrics_dir, temp = tmp_path / "metrics", tmp_path / "tmp"
     metrics_dir.mkdir()
     temp.mkdir()
@@ -250,17 +254,12 @@ def test_granian_workers_on_postgresql_add_up_in_one_scrape(tmp_path, database_u
             writes = value(got, "plant_store_store_write_duration_seconds_count")
             assert 0 < writes <= count  # concurrent creates may share a statement
         assert len(answered_by) == 2, "one worker answered every scrape"
-        made = list(temp.iterdir())
-        assert (made == []) == named, made
+        own_subdirectory(metrics_dir if named else temp)
+        assert list((temp if named else metrics_dir).glob("plant-store-*")) == []
     assert server.proc.returncode == 0
     assert list(temp.iterdir()) == []  # made by the master: removed at exit
-    left = sorted(path.name for path in metrics_dir.iterdir())
-    if named:  # emptied at the start; the workers' files merged into the archive at the end
-        assert "counter_1.db" not in left and "counter_dead.db" in left, left
-        assert [name for name in left if name.endswith(".db")] == [
-            "counter_dead.db", "histogram_dead.db"], left
-    else:
-        assert left == ["counter_1.db"]  # not this server's
+    assert os.listdir(metrics_dir) == ["counter_1.db"]  # not this server's: neither counted
+    # nor removed
 
 
 def test_gunicorn_refuses_a_metrics_directory_its_workers_could_not_write(tmp_path):

@@ -123,11 +123,14 @@ def test_ctrl_c_while_waiting_withdraws_the_request_in_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_unreadable_requests_are_logged_and_removed_and_later_ones_still_work(tmp_path):
+    """Garbage in a request file is removed; what is not a file (a directory, a FIFO: the
+    command makes neither) is logged once and left alone, its contents untouched."""
     data = tmp_path / "data"
     (dead,) = dead_letters(data, 1)
     (data / "webhooks-retry-garbage.json").write_bytes(b"\xff not json")
     (data / "webhooks-retry-number.json").write_bytes(b"42")
     (data / "webhooks-retry-dir.json").mkdir()
+    (data / "webhooks-retry-dir.json" / "someone's").write_text("kept")
     os.mkfifo(data / "webhooks-retry-fifo.json")  # read as a file, it would hang the worker
     gone = f"http://127.0.0.1:{free_port()}/"
     with Server(data, *serve_flags(gone), "--webhook-backoff", "600") as server:
@@ -135,5 +138,8 @@ def test_unreadable_requests_are_logged_and_removed_and_later_ones_still_work(tm
         assert retried.returncode == 0, retried.stderr
     log = "".join(server.stderr)
     assert log.count("ignoring webhook retry request") == 4, log
+    assert log.count("not a regular file, which plant-store never makes") == 2, log
     assert "Traceback" not in log
-    assert not [p.name for p in data.iterdir() if p.name.startswith("webhooks-retry")]
+    assert sorted(p.name for p in data.iterdir() if p.name.startswith("webhooks-retry")) == [
+        "webhooks-retry-dir.json", "webhooks-retry-fifo.json"]
+    assert (data / "webhooks-retry-dir.json" / "someone's").read_text() == "kept"

@@ -1,5 +1,6 @@
 """Scrapes of metrics, as {(sample name, sorted label items): value}: over HTTP, from a
-multiprocess directory, or through the metrics archive; and the files a worker leaves."""
+multiprocess directory, or through the metrics archive; the files a worker leaves; and the
+subdirectory a service counts in."""
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
@@ -45,6 +46,14 @@ def scrape_archive(directory):
         text = generate_latest(registry).decode()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def own_subdirectory(directory):
+    """The subdirectory a running service made for its counts in ``directory`` (the one the
+    user named in PROMETHEUS_MULTIPROC_DIR): the only one named as the service's."""
+    made = [path for path in directory.iterdir() if path.name.startswith("plant-store-metrics-")]
+    assert len(made) == 1, sorted(path.name for path in directory.iterdir())
+    return made[0]
 
 
 def write_worker(directory, pid):

@@ -54,23 +54,3 @@ def test_scrapes_racing_merges_count_each_ended_worker_once(tmp_path):
     assert not wrong, f"{len(wrong)} of {len(seen)} scrapes differ"
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "counter_dead.db", "histogram_dead.db", "merge.lock"]
-
-
-
-
-def test_prepare_empties_the_directory_of_counts_and_names_the_workers_left(tmp_path):
-    directory = tmp_path / "made"
-    metrics_archive.prepare(str(directory))  # made when missing
-    write_worker(directory, 12)
-    write_worker(directory, 345)
-    (directory / "merge.lock").touch()
-    assert metrics_archive.workers(str(directory)) == {12, 345}
-    metrics_archive.prepare(str(directory))
-    assert sorted(p.name for p in directory.iterdir()) == ["merge.lock"]
-    assert metrics_archive.workers(str(tmp_path / "gone")) == set()
-
-
-def test_prepare_refuses_a_directory_it_cannot_make(tmp_path):
-    (tmp_path / "file").touch()
-    with pytest.raises(metrics_archive.DirectoryError, match="Not a directory"):
-        metrics_archive.prepare(str(tmp_path / "file" / "metrics"))

@@ -3,15 +3,10 @@ and the one undocumented granian name it relies on, pinned against the installed
 (tests/integration/test_serve_granian.py runs the real server)."""
 
 import inspect
-import os
-import pathlib
 
 import granian
 import pytest
 from granian.server import common
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.mmap_dict import MmapedDict, mmap_key
-from prometheus_client.multiprocess import MultiProcessCollector
 
 from plant_store.config import Config
 from plant_store.serving import granian_adapter
@@ -57,49 +52,3 @@ def test_the_master_takes_sighup_through_signal_handler_reload():
     server.signal_handler_reload()
     assert server.interrupt_signal and server.main_loop_interrupt.is_set(), GRANIAN
     assert not server.reload_signal
-
-
-
-@pytest.mark.parametrize(("given", "env", "used"), [
-    ({}, False, False),  # one worker counts in its own memory
-    ({"workers": 2, "store": "postgresql", "database_url": "x", "metrics": "off"}, False,
-     False),
-    ({"workers": 2, "store": "postgresql", "database_url": "x"}, False, True),
-    ({}, True, True),  # named: used, even by one worker
-])
-def test_the_metrics_directory_is_made_or_taken_emptied_and_left_as_found(
-        tmp_path, monkeypatch, given, env, used):
-    if env:
-        monkeypatch.setenv(granian_adapter.ENV, str(tmp_path))
-        (tmp_path / "counter_1.db").write_bytes(b"an earlier run's")
-    directory = granian_adapter._MetricsDirectory(Config(server="granian", **given))
-    path = directory.open()
-    try:
-        assert (path is not None) == used
-        if used:
-            assert os.environ[granian_adapter.ENV] == path  # what the workers inherit
-            assert not list(pathlib.Path(path).glob("*.db"))
-    finally:
-        directory.close()
-    if used and not env:  # made here: gone, and no longer named
-        assert not os.path.exists(path) and granian_adapter.ENV not in os.environ
-    if env:
-        assert os.environ[granian_adapter.ENV] == str(tmp_path)
-
-
-def test_ended_workers_counts_are_merged_into_the_archive_when_the_directory_stays(
-        tmp_path, monkeypatch):
-    monkeypatch.setenv(granian_adapter.ENV, str(tmp_path))
-    directory = granian_adapter._MetricsDirectory(
-        Config(server="granian", workers=2, store="postgresql", database_url="x"))
-    directory.open()
-    for pid in (101, 102):
-        counts = MmapedDict(str(tmp_path / f"counter_{pid}.db"))
-        counts.write_value(mmap_key("r", "r_total", [], [], "h"), pid, 0.0)
-        counts.close()
-    directory.close()
-    assert sorted(name for name in os.listdir(tmp_path) if name.endswith(".db")) == [
-        "counter_dead.db"]
-    registry = CollectorRegistry(auto_describe=False)
-    MultiProcessCollector(registry, str(tmp_path))
-    assert "r_total 203.0" in generate_latest(registry).decode()

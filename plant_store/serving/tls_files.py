@@ -379,6 +379,8 @@ def _oid(data: bytes, start: int, end: int) -> str:
 def _time(data: bytes, tag: int, start: int, end: int) -> datetime.datetime:
     """A UTCTime or GeneralizedTime, as X.509 writes them (UTC, to the second)."""
     text = data[start:end].decode("ascii", "replace")
+    if not re.fullmatch(r"[0-9]{12}Z" if tag == 0x17 else r"[0-9]{14}Z", text):
+        raise _Malformed(f"the time {text!r}")
     try:
         if tag == 0x17:  # UTCTime: YYMMDDHHMMSSZ, the years 1950 to 2049
             moment = datetime.datetime.strptime(text, "%y%m%d%H%M%SZ")

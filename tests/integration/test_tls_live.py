@@ -3,6 +3,14 @@ require_https refuses plain HTTP (forged forwarded headers or not) and keeps the
 plain, warns in one line when it takes tokens in the clear beyond loopback, and refuses a
 plain http:// webhook URL at start with one line and exit status 2."""
 
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from support import bad_certificates
 from support.servers import Server, http_request, run_cli
 
 SECRET = "whsec_" + "A" * 32
@@ -106,3 +114,48 @@ def test_granian_serves_https_directly_and_a_renewed_certificate_on_restart(tmp_
                       "--tls-certificate", str(cert), "--tls-key", str(key))
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "waitress serves no TLS" in refused.stderr
+
+
+def start_on_granian(directory, cert, key, timeout=30):
+    """``plant-store serve --server granian`` with the pair: (exit status, standard error
+    lines), or (None, lines) when it was still serving after ``timeout`` s (then stopped,
+    its workers with it)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plant_store", "serve", "--server", "granian", "--port", "0",
+         "--data-dir", str(directory / "data"), "--no-first-token",
+         "--tls-certificate", str(cert), "--tls-key", str(key)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+        return proc.returncode, err.splitlines()
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        return None, err.splitlines()
+
+
+@pytest.mark.parametrize("kind", sorted(bad_certificates.REFUSED))
+def test_granian_refuses_each_bad_certificate_or_key_in_one_line(kind, tmp_path):
+    """Issue 49, finding 8: a v1 certificate (and every other file rustls refuses) ended
+    granian's worker with a Rust backtrace and exit status 1; an expired or not yet valid
+    certificate was served. Each is now one line, naming the setting, and exit status 2."""
+    cert, key = bad_certificates.make(kind, tmp_path / "pki")
+    setting, said = bad_certificates.REFUSED[kind]
+    status, lines = start_on_granian(tmp_path, cert, key)
+    assert (status, len(lines)) == (2, 1), lines
+    [line] = lines
+    assert line.startswith(f"plant-store: error: setting {setting}=") and said in line, line
+
+
+def test_granian_serves_but_warns_of_a_certificate_near_its_end_and_a_readable_key(tmp_path):
+    cert, key = bad_certificates.make("expiring", tmp_path / "pki")
+    key.chmod(0o644)
+    with Server(tmp_path / "data", "--server", "granian", "--tls-certificate", str(cert),
+                "--tls-key", str(key)) as server:
+        server.stop()
+    found = warnings(server)
+    assert any(f"the TLS certificate {cert} expires on " in line and "in 3.0 days" in line
+               for line in found), found
+    assert any(f"the TLS key {key} may be read by its group and every user (mode 0644)"
+               in line for line in found), found

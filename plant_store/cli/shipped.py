@@ -44,10 +44,13 @@ def pages() -> dict[str, str]:
 
 
 def page(name: str) -> str:
-    """The text of the page ``name``; KeyError when there is none."""
-    for suffix in ("rst", "md"):
-        entry = _folder("docs").joinpath(f"{name}.{suffix}")
-        if entry.is_file():
+    """The text of the page ``name``, one of :func:`pages`; KeyError when there is none.
+
+    ``name`` is matched against the names of the files in the docs folder, never joined
+    onto its path: a path (``../x``, ``/etc/x``) names no page, so only a page that ships
+    is ever read."""
+    for entry in _folder("docs").iterdir():
+        if entry.name in (f"{name}.rst", f"{name}.md") and entry.is_file():
             text: str = entry.read_text("utf-8")
             return text
     raise KeyError(name)

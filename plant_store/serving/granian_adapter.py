@@ -211,24 +211,18 @@ def _close(service: Service, probes: Any, upkeep: ConnectionUpkeep) -> None:
 
 def _tls(config: Config) -> dict[str, Any]:
     """granian's TLS arguments for ``tls_certificate`` and ``tls_key`` (none without),
-    each file checked readable, and the pair checked to match, at start, in one line."""
+    the files checked at start as :mod:`plant_store.serving.tls_files` says: a refusal in
+    one line, a warning logged."""
     if not config.tls_certificate:
         return {}
-    import ssl
+    from plant_store.serving import tls_files
 
-    for name in ("tls_certificate", "tls_key"):
-        path = getattr(config, name)
-        try:
-            with open(path, "rb"):
-                pass
-        except OSError as exc:
-            raise config.blame(name, f"cannot read {path}: {exc.strerror}") from None
     try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
-            config.tls_certificate, config.tls_key)
-    except ssl.SSLError as exc:
-        raise config.blame("tls_certificate", f"not a certificate and key that go together "
-                                              f"({exc.reason or exc})") from None
+        checked = tls_files.check(config.tls_certificate, config.tls_key)
+    except tls_files.TlsFileError as exc:
+        raise config.blame(exc.setting, str(exc)) from None
+    for warning in checked.warnings:
+        log.warning("%s", warning)
     return {"ssl_cert": pathlib.Path(config.tls_certificate),
             "ssl_key": pathlib.Path(config.tls_key)}
 

@@ -342,16 +342,23 @@ class SlowReaders:
                 sock.close()
 
 
+# min_send_rate at its default, judged over 2 s rather than 20 (a test's patience).
+SLOW_READER_ENV = {"PLANT_STORE_MIN_SEND_RATE": "4096", "PLANT_STORE_SEND_RATE_WINDOW": "2"}
+
+
 @pytest.mark.slow
 def test_slow_readers_at_the_limit_let_new_clients_in(tmp_path):
     """Issue 42, finding 1: 98 connections pipelining the 1.4 MB bundle and reading 6 KB
     every 5 s held every connection (the answer kept moving, so request_timeout never
     fired, and the eviction at the limit spared connections with an answer unsent): 0 of
-    5-10 honest creates got through in 45-100 s. Here at a limit of 30, the readers
-    reconnecting as soon as they are closed."""
-    with Server(tmp_path, "--connection-limit", "30") as server:
+    5-10 honest creates got through in 45-100 s. Here at a limit of 30, every slot taken
+    by a reader at 2 KB/s that reconnects as soon as it is closed: honest creates get
+    in, and min_send_rate closes every reader within a window or two (issue 49, finding
+    9: with min_send_rate off the creates still got in, through the eviction at the
+    limit, which frees one slot a second, so the test did not show min_send_rate act)."""
+    with Server(tmp_path, "--connection-limit", "30", env=SLOW_READER_ENV) as server:
         token = server.first_token
-        readers = SlowReaders(server, 28, read=2048, every=1, reconnect=True)
+        readers = SlowReaders(server, 30, read=2048, every=1, reconnect=True)
         try:
             time.sleep(2)
             started, made = time.monotonic(), 0
@@ -361,6 +368,11 @@ def test_slow_readers_at_the_limit_let_new_clients_in(tmp_path):
                 assert status == 200
                 made += 1
             assert made == 4, f"{made} creates in 8 s"
+            deadline = time.monotonic() + 6  # two windows of 2 s, the upkeep, a margin
+            while readers.closed < 30 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert readers.closed >= 30, (f"{readers.closed} of 30 readers at 2 KB/s closed "
+                                          "in 6 s: min_send_rate did not act")
         finally:
             readers.stop()
 

@@ -3,6 +3,14 @@ require_https refuses plain HTTP (forged forwarded headers or not) and keeps the
 plain, warns in one line when it takes tokens in the clear beyond loopback, and refuses a
 plain http:// webhook URL at start with one line and exit status 2."""
 
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from support import bad_certificates
 from support.servers import Server, http_request, run_cli
 
 SECRET = "whsec_" + "A" * 32
@@ -52,12 +60,32 @@ def test_a_plain_http_webhook_url_is_one_warning_line_and_refused_with_require_h
     assert not (tmp_path / "b").exists()  # refused before anything was made
 
 
+# What rustls sends to a plain-HTTP request on the TLS port, before it closes the
+# connection (no reset): one TLS record, content type 21 (alert), record version 3.3,
+# length 2, level 2 (fatal), description 50 (decode_error). curl shows these seven bytes
+# as "Received HTTP/0.9 when not allowed".
+FATAL_DECODE_ERROR = b"\x15\x03\x03\x00\x02\x02\x32"
+
+
+def plain_http_answer(port, token):
+    """Every byte a plain-HTTP request to ``port`` gets, up to the server's close."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"GET /plants HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Authorization: Bearer " + token.encode() + b"\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    return answer
+
+
 def test_granian_serves_https_directly_and_a_renewed_certificate_on_restart(tmp_path):
     """Issue 45: ``serve --server granian --tls-certificate --tls-key`` answers over HTTPS
     to a client that verifies the certificate, the service sees https (require_https
-    passes, the Link says https), plain HTTP gets no answer, and a certificate renewed in
-    place is served from the next start. Waitress refuses the settings in one line."""
-    import http.client
+    passes, the Link says https), plain HTTP gets a TLS alert and a close, and a
+    certificate renewed in place is served from the next start. Waitress refuses the
+    settings in one line."""
     import shutil
     import socket
     import ssl
@@ -88,12 +116,7 @@ def test_granian_serves_https_directly_and_a_renewed_certificate_on_restart(tmp_
         status, headers, _ = http_request("127.0.0.1", server.port, "GET", "/plants?limit=1",
                                           token=token, context=pki.context())
         assert status == 200 and headers["Link"].startswith("<https://127.0.0.1:")
-        try:
-            answer = http_request("127.0.0.1", server.port, "GET", "/plants", token=token,
-                                  timeout=3)
-        except (OSError, http.client.HTTPException) as exc:  # a TLS alert, not HTTP
-            answer = type(exc).__name__
-        assert not (isinstance(answer, tuple) and answer[0] == 200), answer
+        assert plain_http_answer(server.port, token) == FATAL_DECODE_ERROR
         first = served_certificate(server.port)
     # Renewed in place: a new certificate from the same CA over the same path.
     subprocess.run([OPENSSL, "x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey",
@@ -106,3 +129,48 @@ def test_granian_serves_https_directly_and_a_renewed_certificate_on_restart(tmp_
                       "--tls-certificate", str(cert), "--tls-key", str(key))
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "waitress serves no TLS" in refused.stderr
+
+
+def start_on_granian(directory, cert, key, timeout=30):
+    """``plant-store serve --server granian`` with the pair: (exit status, standard error
+    lines), or (None, lines) when it was still serving after ``timeout`` s (then stopped,
+    its workers with it)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plant_store", "serve", "--server", "granian", "--port", "0",
+         "--data-dir", str(directory / "data"), "--no-first-token",
+         "--tls-certificate", str(cert), "--tls-key", str(key)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+        return proc.returncode, err.splitlines()
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        return None, err.splitlines()
+
+
+@pytest.mark.parametrize("kind", sorted(bad_certificates.REFUSED))
+def test_granian_refuses_each_bad_certificate_or_key_in_one_line(kind, tmp_path):
+    """Issue 49, finding 8: a v1 certificate (and every other file rustls refuses) ended
+    granian's worker with a Rust backtrace and exit status 1; an expired or not yet valid
+    certificate was served. Each is now one line, naming the setting, and exit status 2."""
+    cert, key = bad_certificates.make(kind, tmp_path / "pki")
+    setting, said = bad_certificates.REFUSED[kind]
+    status, lines = start_on_granian(tmp_path, cert, key)
+    assert (status, len(lines)) == (2, 1), lines
+    [line] = lines
+    assert line.startswith(f"plant-store: error: setting {setting}=") and said in line, line
+
+
+def test_granian_serves_but_warns_of_a_certificate_near_its_end_and_a_readable_key(tmp_path):
+    cert, key = bad_certificates.make("expiring", tmp_path / "pki")
+    key.chmod(0o644)
+    with Server(tmp_path / "data", "--server", "granian", "--tls-certificate", str(cert),
+                "--tls-key", str(key)) as server:
+        server.stop()
+    found = warnings(server)
+    assert any(f"the TLS certificate {cert} expires on " in line and "in 3.0 days" in line
+               for line in found), found
+    assert any(f"the TLS key {key} may be read by its group and every user (mode 0644)"
+               in line for line in found), found

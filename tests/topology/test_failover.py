@@ -27,7 +27,8 @@ from support.pgcluster import UNKNOWN, Cluster, Load, ReadyPoller, create, tally
 from support.pgserver import find_bindir
 from support.servers import Server
 
-pytestmark = pytest.mark.topology
+# Minutes each, a cluster started in a fixture: a timeout of their own (setup.cfg has 300 s).
+pytestmark = [pytest.mark.topology, pytest.mark.timeout(900)]
 
 DEADLINE = 5  # --database-timeout, the default operators run
 GRACE = 1.0  # the watchdog's cancel, then the socket shut down (deadline.py)

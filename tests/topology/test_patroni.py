@@ -29,7 +29,8 @@ from support.needs import needed
 from support.patroni_cluster import PatroniCluster, missing
 from support.servers import Server, wait_answering
 
-pytestmark = pytest.mark.topology
+# Minutes each, a cluster started in a fixture: a timeout of their own (setup.cfg has 300 s).
+pytestmark = [pytest.mark.topology, pytest.mark.timeout(900)]
 
 THREADS = 12
 DEADLINE = 5.0  # --database-timeout

@@ -56,7 +56,8 @@ from support.suites.plant_store_contract import (  # isort: skip (the suite's or
 # each mode.
 STORE_KINDS = ()  # the store fixture below
 
-pytestmark = pytest.mark.topology
+# Minutes each, a cluster started in a fixture: a timeout of their own (setup.cfg has 300 s).
+pytestmark = [pytest.mark.topology, pytest.mark.timeout(900)]
 
 MODES = ["session", "transaction"]
 POOL = 4  # the service's database_pool_size

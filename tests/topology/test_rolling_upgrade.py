@@ -18,7 +18,8 @@ from plant_store.tokens import TokenFile
 from support.proxies import NGINX, NGINX_MAIN, Nginx, _replace, certificates
 from support.servers import Server, free_port, listing, wait_answering
 
-pytestmark = pytest.mark.topology
+# Minutes each, a cluster started in a fixture: a timeout of their own (setup.cfg has 300 s).
+pytestmark = [pytest.mark.topology, pytest.mark.timeout(900)]
 ROOT = pathlib.Path(__file__).parents[2]
 # The previous release: the newest section of CHANGELOG.rst below this one names its commit.
 PREVIOUS_RELEASE = re.findall(

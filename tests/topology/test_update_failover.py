@@ -21,7 +21,8 @@ from support.pgcluster import Cluster
 from support.pgserver import find_bindir
 from support.servers import Server
 
-pytestmark = pytest.mark.topology
+# Minutes each, a cluster started in a fixture: a timeout of their own (setup.cfg has 300 s).
+pytestmark = [pytest.mark.topology, pytest.mark.timeout(900)]
 
 CLIENTS = 8
 

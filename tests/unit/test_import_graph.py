@@ -35,7 +35,10 @@ def modules():
 
 def imports(name, path, known):
     """The package's modules that ``name`` imports: ``from a import b`` names a.b when
-    that is a module, else a."""
+    that is a module, else a; and the packages above each (their ``__init__`` runs
+    first: importing ``a.b.c`` runs ``a`` and ``a.b``), but for those above ``name``
+    itself, which are already being imported when it runs (issue 49, finding 9: a circle
+    through a package's ``__init__`` went unseen)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -49,6 +52,9 @@ def imports(name, path, known):
             for alias in node.names:
                 full = f"{base}.{alias.name}"
                 targets.add(full if full in known else base)
+    own = {".".join(name.split(".")[:end]) for end in range(1, name.count(".") + 1)}
+    targets |= {".".join(target.split(".")[:end]) for target in set(targets)
+                for end in range(1, target.count(".") + 1)} - own
     return {target for target in targets if target in known and target != name}
 
 

@@ -19,6 +19,7 @@ import pytest
 import plant_store
 from plant_store import config
 from plant_store.cli import args as cli_args
+from plant_store.cli import shipped
 from plant_store.cli.main import main
 from plant_store.http import docs_page
 from plant_store.stores import StoreError, needs_driver
@@ -94,6 +95,24 @@ def test_docs_lists_and_prints_pages(capsys):
     assert "there is no page 'nope'" in capsys.readouterr().err
     assert main(["config", "example", "nginx"]) == 0
     assert "proxy_pass" in capsys.readouterr().out
+
+
+def test_docs_prints_only_the_pages_it_ships(capsys, tmp_path):
+    """Issue 49, finding 8: PAGE is a name from the listing, never a path: a traversal
+    out of docs/ or an absolute path to a readable .md or .rst file is no page."""
+    secret = tmp_path / "secret.md"
+    secret.write_text("# not a page\nsecret\n")
+    docs = shipped._folder("docs")
+    relative = pathlib.Path(*[".."] * len(pathlib.Path(str(docs)).parts),
+                            secret.relative_to("/"))
+    for name in (str(relative.with_suffix("")), str(secret.with_suffix("")),
+                 "../README", "./tutorial", "tutorial/../tutorial", "", "."):
+        assert main(["docs", name]) == 2, name
+        captured = capsys.readouterr()
+        assert "secret" not in captured.out and captured.out == "", name
+        assert f"there is no page {name!r}" in captured.err, name
+    with pytest.raises(KeyError):
+        shipped.page(str(secret.with_suffix("")))
 
 
 def test_config_help_and_example_name_the_command_not_the_file():

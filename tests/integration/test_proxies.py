@@ -181,18 +181,31 @@ BOTH_SERVERS = {(name, kind) for name in PROXIES for kind in ("serve", "granian"
 ALLOWING_UNDERSCORES = "underscores_in_headers on; ignore_invalid_headers off;"
 
 
-@pytest.fixture(params=list(_combinations(("serve", "granian"), BOTH_SERVERS)))
+BOTH_PARAMS = list(_combinations(("serve", "granian"), BOTH_SERVERS))
+
+
+@pytest.fixture(params=BOTH_PARAMS)
 def served_stack(request, tmp_path):
     """A stack with waitress or granian (``plant-store serve``'s two servers) behind it;
     nginx's example inside an http {} context that allows underscores in header names."""
     yield from _stack(request.param, tmp_path, nginx_http_context=ALLOWING_UNDERSCORES)
 
 
-def _stack(param, tmp_path, nginx_http_context=""):
+@pytest.fixture(params=BOTH_PARAMS)
+def rate_limited_stack(request, tmp_path):
+    """As ``served_stack``, the service limiting each client to 1 request a second, 3 at
+    once (rate_limit = 1, rate_limit_burst = 2), and logging its quiet paths too (the
+    document's, where the limit counts addresses)."""
+    yield from _stack(request.param, tmp_path, nginx_http_context=ALLOWING_UNDERSCORES,
+                      rate_limit="1", rate_limit_burst="2", log_level="debug")
+
+
+def _stack(param, tmp_path, nginx_http_context="", **settings):
     name, kind = param
     proxy_class = require(PROXIES[name])
     options = {"http_context": nginx_http_context} if proxy_class is Nginx else {}
-    service = Service(kind, tmp_path / "data", example_settings(proxy_class.example))
+    service = Service(kind, tmp_path / "data",
+                      {**example_settings(proxy_class.example), **settings})
     try:
         (tmp_path / "proxy").mkdir()
         with proxy_class(tmp_path / "proxy", service.port, **options) as proxy:
@@ -301,6 +314,26 @@ def test_forged_underscore_headers_change_nothing_the_service_sees(served_stack)
                        stack.service.access_line(request_id)[0])
     link = f"<{stack.base}/api/plants?limit=1&cursor=1>; rel=next"
     assert seen == {style: (200, link, "127.0.0.2") for style in UNDERSCORE_STYLES}
+
+
+def test_forged_underscore_addresses_do_not_escape_the_rate_limit(rate_limited_stack):
+    """Issue 49's finding: a client that names a new address in each request's
+    ``X_Forwarded_For`` (or a spelling of it) is still one client to the rate limit, its
+    own address (on a path open without a token, where the limit counts addresses). Its
+    own ``X-Forwarded-For`` goes first: Apache puts its header in that one's place."""
+    stack = rate_limited_stack
+    statuses, addresses = [], set()
+    for index in range(5):
+        style = UNDERSCORE_STYLES[index % len(UNDERSCORE_STYLES)]
+        request_id = f"limited-{index}"
+        statuses.append(stack.proxy.request(
+            "GET", "/api/openapi.json", source="127.0.0.2",
+            headers={"X-Forwarded-For": "1.1.1.1", style.format("For"): f"6.6.6.{index}",
+                     "X-Request-ID": request_id})[0])
+        addresses.add(stack.service.access_line(request_id)[0])
+    # 3 at once, then 1 a second: 5 requests in under 2 s meet at least one 429.
+    assert statuses[:3] == [200, 200, 200] and 429 in statuses[3:], statuses
+    assert addresses == {"127.0.0.2"}
 
 
 @pytest.mark.slow

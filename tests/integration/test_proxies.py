@@ -8,7 +8,9 @@ https as the scheme, and plain HTTP to the example's port 80 is only a redirect 
 reaches the service.
 
 The quick set (plain ``pytest``) runs every proxy in front of ``plant-store serve``, and
-nginx in front of gunicorn and uWSGI; ``pytest -m topology`` runs the rest of the matrix.
+nginx in front of gunicorn and uWSGI; ``pytest -m topology`` runs the rest of the matrix,
+``plant-store serve --server granian`` among it. The forged underscore headers' test runs
+every proxy in front of both of ``plant-store serve``'s servers, waitress and granian.
 """
 
 import contextlib
@@ -28,7 +30,7 @@ from support.proxies import Apache, Caddy, CaddyStripPrefix, HAProxy, Nginx, mis
 from support.servers import Server, free_port, http_request, parse_answer
 
 PROXIES = {proxy.name: proxy for proxy in (Nginx, Apache, Caddy, HAProxy, CaddyStripPrefix)}
-SERVERS = ("serve", "gunicorn", "uwsgi")
+SERVERS = ("serve", "granian", "gunicorn", "uwsgi")
 QUICK = {(name, "serve") for name in PROXIES} | {("nginx", "gunicorn"), ("nginx", "uwsgi")}
 
 # The X-Request-ID each proxy makes when the client sends none.
@@ -49,6 +51,28 @@ FORGED = {
     "X-Forwarded-Prefix": "/evil",
     "Forwarded": "for=6.6.6.6;proto=https;host=evil.example",
 }
+
+# The same headers with an underscore for a hyphen, in each case and mix a client may write:
+# granian (and uWSGI) read `X_Forwarded_For` as `X-Forwarded-For` (both are the WSGI key
+# HTTP_X_FORWARDED_FOR, the line that comes last winning), so a proxy that passes such a
+# header on after its own lets the client choose its address, host and scheme.
+UNDERSCORE_STYLES = ("X_Forwarded_{}", "x_forwarded_{}", "X_FORWARDED_{}", "X-Forwarded_{}",
+                     "X_Forwarded-{}", "x-forwarded_{}")
+
+
+def underscored(style, index=6):
+    """Forged forwarded headers, the names in ``style`` (one of UNDERSCORE_STYLES), after the
+    hyphenated ones a client may send too (so a proxy that replaces a header where the
+    client put it writes its own before the forged one)."""
+    return {
+        "X-Forwarded-For": "1.1.1.1", "X-Forwarded-Host": "also-evil.example",
+        "X-Forwarded-Proto": "https",
+        style.format("For"): f"6.6.6.{index}",
+        style.format("Host"): "evil.example",
+        style.format("Proto"): "http",
+        style.format("Port"): "6666",
+        style.format("Prefix"): "/evil",
+    }
 
 
 def require(proxy_class):
@@ -86,14 +110,16 @@ def test_each_example_names_its_settings():
 
 
 class Service:
-    """The app served by ``kind`` (serve, gunicorn or uwsgi) with ``settings``; its access
-    lines in ``lines``."""
+    """The app served by ``kind`` (serve: waitress, granian: ``serve --server granian``,
+    gunicorn or uwsgi) with ``settings``; its access lines in ``lines``."""
 
     def __init__(self, kind, data_dir, settings):
         self.kind = kind
-        if kind == "serve":
+        if kind in ("serve", "granian"):
             flags = [arg for name, value in settings.items() if value
                      for arg in (f"--{name.replace('_', '-')}", value)]
+            if kind == "granian":
+                flags += ["--server", "granian"]
             self._server = Server(data_dir, *flags)
             self.port, self.token, self.lines = (
                 self._server.port, self._server.first_token, self._server.stderr)
@@ -130,10 +156,10 @@ class Service:
         self._server.stop()
 
 
-def _combinations():
-    for kind in SERVERS:
+def _combinations(servers=SERVERS, quick=QUICK):
+    for kind in servers:
         for name in PROXIES:
-            marks = [] if (name, kind) in QUICK else [pytest.mark.topology]
+            marks = [] if (name, kind) in quick else [pytest.mark.topology]
             yield pytest.param((name, kind), id=f"{name}-{kind}", marks=marks)
 
 
@@ -145,12 +171,44 @@ class Stack:
 
 @pytest.fixture(params=list(_combinations()))
 def stack(request, tmp_path):
-    name, kind = request.param
+    yield from _stack(request.param, tmp_path)
+
+
+# Both of ``plant-store serve``'s servers behind every proxy, in the quick set.
+BOTH_SERVERS = {(name, kind) for name in PROXIES for kind in ("serve", "granian")}
+# An http {} context around nginx's example that lets headers with underscores through
+# (nginx's defaults drop them): the example's own settings must hold there too.
+ALLOWING_UNDERSCORES = "underscores_in_headers on; ignore_invalid_headers off;"
+
+
+BOTH_PARAMS = list(_combinations(("serve", "granian"), BOTH_SERVERS))
+
+
+@pytest.fixture(params=BOTH_PARAMS)
+def served_stack(request, tmp_path):
+    """A stack with waitress or granian (``plant-store serve``'s two servers) behind it;
+    nginx's example inside an http {} context that allows underscores in header names."""
+    yield from _stack(request.param, tmp_path, nginx_http_context=ALLOWING_UNDERSCORES)
+
+
+@pytest.fixture(params=BOTH_PARAMS)
+def rate_limited_stack(request, tmp_path):
+    """As ``served_stack``, the service limiting each client to 1 request a second, 3 at
+    once (rate_limit = 1, rate_limit_burst = 2), and logging its quiet paths too (the
+    document's, where the limit counts addresses)."""
+    yield from _stack(request.param, tmp_path, nginx_http_context=ALLOWING_UNDERSCORES,
+                      rate_limit="1", rate_limit_burst="2", log_level="debug")
+
+
+def _stack(param, tmp_path, nginx_http_context="", **settings):
+    name, kind = param
     proxy_class = require(PROXIES[name])
-    service = Service(kind, tmp_path / "data", example_settings(proxy_class.example))
+    options = {"http_context": nginx_http_context} if proxy_class is Nginx else {}
+    service = Service(kind, tmp_path / "data",
+                      {**example_settings(proxy_class.example), **settings})
     try:
         (tmp_path / "proxy").mkdir()
-        with proxy_class(tmp_path / "proxy", service.port) as proxy:
+        with proxy_class(tmp_path / "proxy", service.port, **options) as proxy:
             yield Stack(proxy, service)
     finally:
         service.stop()
@@ -234,6 +292,48 @@ def test_the_clients_own_address_reaches_the_access_log(stack, forged):
         headers={**forged, "X-Request-ID": "trace-42"}, source="127.0.0.2")
     assert status == 200
     assert stack.service.access_line("trace-42") == ["127.0.0.2", "POST", "/api/plants", "200"]
+
+
+def test_forged_underscore_headers_change_nothing_the_service_sees(served_stack):
+    """A client's ``X_Forwarded_For``, ``-Host`` and ``-Proto`` (underscores, each case and
+    mix) change neither the address the service logs, nor the host and scheme in the URLs
+    it emits, nor what require_https sees (a believed ``http`` would be a 403), on waitress
+    and on granian alike. (waitress drops such headers itself; granian reads them as the
+    hyphenated ones, the last line winning, so only the proxy can drop them.)"""
+    stack = served_stack
+    for plant_id in (1, 2):
+        assert stack.proxy.request("POST", "/api/plants", {"id": plant_id, "name": "x"},
+                                   stack.token)[0] == 200
+    seen = {}
+    for index, style in enumerate(UNDERSCORE_STYLES):
+        request_id = f"underscore-{index}"
+        status, headers, _ = stack.proxy.request(
+            "GET", "/api/plants?limit=1", token=stack.token, source="127.0.0.2",
+            headers={**underscored(style, index), "X-Request-ID": request_id})
+        seen[style] = (status, headers.get("Link"),
+                       stack.service.access_line(request_id)[0])
+    link = f"<{stack.base}/api/plants?limit=1&cursor=1>; rel=next"
+    assert seen == {style: (200, link, "127.0.0.2") for style in UNDERSCORE_STYLES}
+
+
+def test_forged_underscore_addresses_do_not_escape_the_rate_limit(rate_limited_stack):
+    """Issue 49's finding: a client that names a new address in each request's
+    ``X_Forwarded_For`` (or a spelling of it) is still one client to the rate limit, its
+    own address (on a path open without a token, where the limit counts addresses). Its
+    own ``X-Forwarded-For`` goes first: Apache puts its header in that one's place."""
+    stack = rate_limited_stack
+    statuses, addresses = [], set()
+    for index in range(5):
+        style = UNDERSCORE_STYLES[index % len(UNDERSCORE_STYLES)]
+        request_id = f"limited-{index}"
+        statuses.append(stack.proxy.request(
+            "GET", "/api/openapi.json", source="127.0.0.2",
+            headers={"X-Forwarded-For": "1.1.1.1", style.format("For"): f"6.6.6.{index}",
+                     "X-Request-ID": request_id})[0])
+        addresses.add(stack.service.access_line(request_id)[0])
+    # 3 at once, then 1 a second: 5 requests in under 2 s meet at least one 429.
+    assert statuses[:3] == [200, 200, 200] and 429 in statuses[3:], statuses
+    assert addresses == {"127.0.0.2"}
 
 
 @pytest.mark.slow
@@ -333,6 +433,32 @@ def test_each_forwarded_header_is_the_proxys_own(tmp_path, name):
     }
     assert headers.get_all("Host") == [f"127.0.0.1:{proxy.port}"]  # the client's Host
     assert headers.get("X-Forwarded-Server") is None
+
+
+@pytest.mark.parametrize("name", list(PROXIES))
+def test_no_header_with_an_underscore_reaches_the_service(tmp_path, name):
+    """Forwarded headers spelt with underscores, in every case and mix, are dropped at the
+    edge (as nginx and waitress drop every header whose name has one): none reaches the
+    service, where granian would read one as the hyphenated header. nginx's example holds
+    even in an http {} context that lets such headers through."""
+    proxy_class = require(PROXIES[name])
+    upstream = Recorder()
+    options = {"http_context": ALLOWING_UNDERSCORES} if proxy_class is Nginx else {}
+    try:
+        with proxy_class(tmp_path, upstream.server_port, **options) as proxy:
+            for index, style in enumerate(UNDERSCORE_STYLES):
+                assert proxy.request("GET", "/api/plants?limit=1", source="127.0.0.2",
+                                     headers=underscored(style, index))[0] == 200
+    finally:
+        upstream.stop()
+    passed = [(style, header)
+              for style, (_, headers) in zip(UNDERSCORE_STYLES, upstream.seen, strict=True)
+              for header in headers if "_" in header]
+    assert passed == []
+    for _, headers in upstream.seen:
+        assert headers.get_all("X-Forwarded-For") == ["127.0.0.2"]
+        assert headers.get_all("X-Forwarded-Host") == [f"127.0.0.1:{proxy.port}"]
+        assert headers.get_all("X-Forwarded-Proto") == ["https"]
 
 
 # What each proxy does with a client that stalls its headers, as the examples' header

@@ -213,12 +213,13 @@ http {{
 
 class Nginx(Proxy):
     """conf/nginx.conf.example in front of the service at ``upstream_ports``: one for the
-    JSON-file store, several instances for PostgreSQL (each listed in the upstream block)."""
+    JSON-file store, several instances for PostgreSQL (each listed in the upstream block);
+    ``http_context``: directives for the http {} context that includes the example."""
 
     name = "nginx"
     example = CONF / "nginx.conf.example"
 
-    def __init__(self, tmp, *upstream_ports):
+    def __init__(self, tmp, *upstream_ports, http_context=""):
         self.dir = pathlib.Path(tmp)
         self.port, self.http_port = free_port(), free_port()
         cert, key, _ = certificates().install(self.dir)
@@ -230,7 +231,10 @@ class Nginx(Proxy):
         site = _replace(site, "/etc/letsencrypt/live/plants.example.com/fullchain.pem", str(cert))
         site = _replace(site, "/etc/letsencrypt/live/plants.example.com/privkey.pem", str(key))
         (self.dir / "plant-store.conf").write_text(site)
-        (self.dir / "nginx.conf").write_text(NGINX_MAIN.format(tmp=self.dir))
+        main = NGINX_MAIN.format(tmp=self.dir)
+        if http_context:
+            main = _replace(main, "    include ", f"    {http_context}\n    include ")
+        (self.dir / "nginx.conf").write_text(main)
         self._start([NGINX, "-c", str(self.dir / "nginx.conf"), "-p", str(self.dir)])
 
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from plant_store.stores import Conflict, JsonFileStore, Plant, PreconditionFailed
 from plant_store.stores.preconditions import ANY, Preconditions
+from support.journals import records
 
 
 def if_match(*versions):
@@ -93,8 +94,7 @@ def test_json_file_store_keeps_everything_across_reopen(tmp_path):
         assert store.create(plants[3]) == (plants[3], False)
         with pytest.raises(Conflict):
             store.create(Plant(3, "changed"))
-    lines = (tmp_path / "plants.jsonl").read_bytes().splitlines()
-    assert len(lines) == 50  # a replay writes nothing
+    assert len(records(tmp_path)) == 50  # a replay writes nothing
 
 
 def test_pages_walk_every_plant_once_in_creation_order(store):
@@ -174,7 +174,7 @@ def test_json_file_store_keeps_deletes_across_reopen(tmp_path):
         store.delete(1)
         store.delete(3)
         store.create(Plant(3, "again"))
-    lines = (tmp_path / "plants.jsonl").read_bytes().splitlines()
+    lines = records(tmp_path)
     assert lines[3:] == [b'{"op":"delete","id":1}', b'{"op":"delete","id":3}',
                          b'{"op":"create","id":3,"name":"again"}']
     with JsonFileStore(str(tmp_path)) as store:

@@ -22,6 +22,7 @@ from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.journal import CorruptJournal
 from plant_store.stores.preconditions import ANY, Preconditions
 from support.faulty_stores import FaultyStore
+from support.journals import records
 
 NEVER = Preconditions(if_match=frozenset())  # If-Match naming no version at all
 
@@ -174,8 +175,9 @@ def test_compaction_keeps_the_updated_plants(tmp_path):
         assert store.page(0, 10)[0] == [Plant(0, "zero"), Plant(1, "p1", "t"),
                                         Plant(2, "two 4", "u"), Plant(3, "p3", "t")]
         assert [p.id for p in store.page(0, 10, "t")[0]] == [1, 3]
-        lines = pathlib.Path(store.path).read_bytes().count(b"\n")
-        assert lines == 1 + 4 + 1  # header, the plants, the update after
+        lines = pathlib.Path(store.path).read_bytes().splitlines()
+        assert len(lines) == 1 + 1 + 4 + 1  # header, the epoch, the plants, the update after
+        assert len(records(store.path)) == 1 + 4 + 1
     finally:
         store.close()
 

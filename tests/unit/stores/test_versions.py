@@ -10,14 +10,20 @@ data, same version); every write after it has a version no earlier write had.
 """
 
 import io
+import itertools
+import pathlib
 import shutil
+import tempfile
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plant_store.cli import transfer
 from plant_store.stores import JsonFileStore, MemoryStore, Plant, PreconditionFailed
 from plant_store.stores.jsonfile.store import DATA_FILE
 from plant_store.stores.preconditions import Preconditions
+from support.suites.plant_store_contract import History, _op
 
 
 def if_match(*versions):
@@ -118,3 +124,76 @@ def test_a_compaction_and_a_restart_keep_every_version(tmp_path):
                 store.update(Plant(plant_id, "stale"), if_match(created[plant_id]))
         done, wrote = store.update(Plant(3, "new"), if_match(before[3]))
         assert wrote and done.version not in created.values()
+
+
+class Lifecycle:
+    """A JSON-file store whose history goes back and starts again, as an operator's does:
+    restarts, compactions, file copies taken and put back, moves by export and import."""
+
+    def __init__(self, root: pathlib.Path) -> None:
+        self.root, self.dirs = root, itertools.count()
+        self.store = self._open(self._new_dir())
+        self.backups: list[tuple[bytes, dict]] = []
+
+    def _new_dir(self) -> pathlib.Path:
+        where = self.root / str(next(self.dirs))
+        where.mkdir()
+        return where
+
+    @staticmethod
+    def _open(where) -> JsonFileStore:
+        return JsonFileStore(str(where), fsync=False, compact_share=0)
+
+    def run(self, history: History, kind: str, pick: int) -> None:
+        store, where = self.store, pathlib.Path(self.store.data_dir)
+        if kind == "backup":  # a file copy, while it runs: the model as it is
+            self.backups.append((pathlib.Path(store.path).read_bytes(), dict(history.model)))
+            return
+        if kind == "restore" and not self.backups:
+            return
+        if kind == "compact":
+            store.compact()
+        if kind == "move":
+            out = io.BytesIO()
+            transfer.export(store, out)
+        store.close()
+        if kind == "restore":  # stopped, the copy put back, started: the model as it was
+            data, model = self.backups[pick % len(self.backups)]
+            (where / DATA_FILE).write_bytes(data)
+            history.model = dict(model)
+        if kind == "move":  # into a fresh data directory: new versions, none seen before
+            where = self._new_dir()
+            self.store = history.store = self._open(where)
+            transfer.import_lines(self.store, io.BytesIO(out.getvalue()), 65536)
+            for plant_id, held in history.model.items():
+                if held is not None:
+                    history.new_version(plant_id, held[0], self.store.fetch(plant_id).version)
+        else:
+            self.store = history.store = self._open(where)
+        history.check()
+
+
+_lifecycle = st.sampled_from(["restart", "compact", "backup", "backup", "restore", "move"])
+_step = st.one_of(_op, _op, _op, st.tuples(_lifecycle, st.integers(0, 50)))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(steps=st.lists(_step, max_size=40))
+def test_no_history_with_restarts_restores_and_moves_brings_a_version_back(steps):
+    """The store contract's history property (tests/support/suites/plant_store_contract.py)
+    on the JSON file, its requests mixed with restarts, a compaction and a restart, file
+    copies of the data directory taken and later put back (stopped, then started), and
+    moves by export and import into a fresh data directory. After a restore the plants are
+    as the copy had them, each with the version it had; every write after it has a version
+    no write ever had, so a request conditional on any other version a client saw is 412."""
+    with tempfile.TemporaryDirectory() as root:
+        life = Lifecycle(pathlib.Path(root))
+        history = History(life.store)
+        try:
+            for step in steps:
+                if len(step) == 2:
+                    life.run(history, *step)
+                else:
+                    history.step(*step)
+        finally:
+            life.store.close()

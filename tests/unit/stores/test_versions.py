@@ -23,7 +23,7 @@ from plant_store.cli import transfer
 from plant_store.stores import JsonFileStore, MemoryStore, Plant, PreconditionFailed
 from plant_store.stores.jsonfile.store import DATA_FILE
 from plant_store.stores.preconditions import Preconditions
-from support.suites.plant_store_contract import History, _op
+from support.suites.plant_store_contract import REQUEST, History
 
 
 def if_match(*versions):
@@ -174,11 +174,11 @@ class Lifecycle:
 
 
 _lifecycle = st.sampled_from(["restart", "compact", "backup", "backup", "restore", "move"])
-_step = st.one_of(_op, _op, _op, st.tuples(_lifecycle, st.integers(0, 50)))
+_step = st.one_of(REQUEST, REQUEST, REQUEST, st.tuples(_lifecycle, st.integers(0, 50)))
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(steps=st.lists(_step, max_size=40))
+@given(steps=st.lists(_step, min_size=20, max_size=40))
 def test_no_history_with_restarts_restores_and_moves_brings_a_version_back(steps):
     """The store contract's history property (tests/support/suites/plant_store_contract.py)
     on the JSON file, its requests mixed with restarts, a compaction and a restart, file

@@ -2,9 +2,11 @@
 
 A plant's ETag names its version (:class:`plant_store.stores.Versioned`), not its content:
 it changes with every write of the plant and never repeats for its id, across updates,
-deletes and re-creates, so a request conditional on an ETag it once saw can never
-overwrite a later write, even one that put the same content back. A strong validator: one
-version, one body.
+deletes and re-creates, restarts, restores of backups and imports of exports (each store
+stamps a write with what no restore brings back: the JSON file a random epoch a run, the
+memory store one a process, PostgreSQL a random number a write), so a request conditional
+on an ETag it once saw can never overwrite a later write, even one that put the same
+content back. A strong validator: one version, one body.
 
 The conditional headers are parsed once, before the store is asked, into
 :class:`Preconditions`, and bounded (:data:`MAX_HEADER`): a long list costs its length

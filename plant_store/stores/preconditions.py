@@ -6,7 +6,9 @@ this value: the sets of versions each names, or :data:`ANY` for ``*``. The store
 other write comes between the check and its own.
 
 A version names one write of one id: it changes with every write and never repeats for
-the id, across updates, deletes and re-creates (each store says how it keeps that). So a
+the id, across updates, deletes and re-creates, restores and imports (each store says how
+it keeps that). A version of an earlier release has another shape (two parts, not three):
+it names nothing here, so its request is refused, never misread. So a
 precondition that held for a version the client saw never holds for a later write, even
 one that put the same content back: a retried write cannot overwrite an acknowledged one.
 

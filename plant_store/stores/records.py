@@ -22,7 +22,8 @@ class Plant(NamedTuple):
 class Versioned(NamedTuple):
     """A plant as stored, and its version: a name for the write that made it so, which
     changes with every write of the id and never repeats for it (across updates, deletes
-    and re-creates). A plant's ETag names its version (see :mod:`.preconditions`)."""
+    and re-creates, and a restore or an import: it names the history it was written in).
+    A plant's ETag names its version (see :mod:`.preconditions`)."""
 
     plant: Plant
     version: str

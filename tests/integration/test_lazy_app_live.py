@@ -18,6 +18,7 @@ from plant_store.serving import lazy_app
 from plant_store.serving.lazy_app import UNAVAILABLE, LazyApp
 from plant_store.tokens import TokenFile
 from support.assertions import assert_error
+from support.journals import records
 from support.receiver import SECRET
 from support.servers import StoreHolder
 from support.wsgi import call
@@ -38,7 +39,7 @@ def test_wsgi_module_builds_the_app_from_the_environment(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                             text=True, timeout=30)
     assert result.stdout.strip() == "200 {'name': 'x'}", result.stderr
-    assert (tmp_path / "plants.jsonl").read_bytes().count(b"\n") == 1
+    assert len(records(tmp_path)) == 1
 
 
 def test_importing_reads_the_settings_but_opens_nothing(tmp_path):

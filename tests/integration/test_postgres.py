@@ -198,12 +198,13 @@ def test_instances_starting_together_apply_each_migration_once(database_url):
 def test_db_check_and_migrate_commands(database_url):
     check = run_cli("db", "check", "--database-url", database_url)
     every = ("0001_initial.sql, 0002_failover.sql, 0003_lanes.sql, 0004_batches.sql, "
-             "0005_compatibility.sql, 0006_tag_index.sql, 0007_revisions.sql")
+             "0005_compatibility.sql, 0006_tag_index.sql, 0007_revisions.sql, "
+             "0008_write_stamps.sql")
     assert check.returncode == 1 and f"schema version 0; pending: {every}" in check.stdout
     migrate = run_cli("db", "migrate", "--database-url", database_url)
     assert migrate.returncode == 0 and migrate.stdout.strip() == f"applied {every}"
     check = run_cli("db", "check", "--database-url", database_url)
-    assert check.returncode == 0 and "schema version 7; nothing pending" in check.stdout
+    assert check.returncode == 0 and "schema version 8; nothing pending" in check.stdout
     again = run_cli("db", "migrate", "--database-url", database_url)
     assert again.stdout.strip() == "nothing to apply"
 
@@ -306,7 +307,7 @@ def test_an_instance_older_than_a_contract_step_says_not_ready_and_will_not_star
             conn.execute("INSERT INTO plant_store_schema (version, name, compatible_from) "
                          "VALUES (99, '0099_future.sql', 99)")
         with pytest.raises(StoreUnavailable, match="needs Plant Store with migration 0099 "
-                           "or newer; this version knows up to 0007: upgrade this instance"):
+                           "or newer; this version knows up to 0008: upgrade this instance"):
             store.check()
     with pytest.raises(StoreError, match="needs Plant Store with migration 0099"):
         PostgresStore(database_url)
@@ -324,7 +325,7 @@ def test_a_contract_step_records_the_version_it_declares(database_url, monkeypat
         schema.migrate(conn)
         rows = dict(conn.execute("SELECT version, compatible_from FROM plant_store_schema"
                                  " WHERE version >= 5").fetchall())
-        assert rows == {5: None, 6: None, 7: None, 99: 99}
+        assert rows == {5: None, 6: None, 7: None, 8: None, 99: 99}
         assert schema.too_new(conn) is None  # this version knows 99
         monkeypatch.setattr(schema, "available", lambda: every)
         assert "needs Plant Store with migration 0099" in schema.too_new(conn)

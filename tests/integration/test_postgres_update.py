@@ -1,6 +1,6 @@
 """Updates, conditional deletes and the tag filter on PostgreSQL: the compare and set
 (exactly one of two conditional updates wins, across instances), truthful 503s when a
-write's outcome is unknown, the request's deadline, and migrations 0006 and 0007."""
+write's outcome is unknown, the request's deadline, and migrations 0006, 0007 and 0008."""
 
 import threading
 import time
@@ -84,13 +84,13 @@ def test_the_tag_page_is_a_range_of_the_index(database_url, store):
     assert [p.id for p in store.page(-10**7, 3, "tag 7")[0]] == [7, 1007, 2007]
 
 
-@pytest.mark.parametrize("previous", [5, 6])
-def test_the_previous_release_serves_beside_migrations_0006_and_0007(
+@pytest.mark.parametrize("previous", [5, 6, 7])
+def test_the_previous_release_serves_beside_migrations_0006_to_0008(
         database_url, store, monkeypatch, previous):
-    """0006 and 0007 are expand steps: an instance that knows only the ones before is not
-    refused."""
+    """0006, 0007 and 0008 are expand steps: an instance that knows only the ones before
+    is not refused."""
     with psycopg.connect(database_url) as conn:
-        assert {6, 7} <= schema.applied(conn)
+        assert {6, 7, 8} <= schema.applied(conn)
         monkeypatch.setattr(schema, "newest", lambda: previous)
         assert schema.too_new(conn) is None
 
@@ -112,6 +112,28 @@ def test_an_update_by_a_writer_that_knows_no_revisions_still_moves_the_version(s
         store.update(Plant(1, "c", "t"), if_match(before))
     assert store.create(Plant(1, "a", "t")) == (Plant(1, "a", "t"), False)
     assert store.fetch(1).version == after
+
+
+def test_a_writer_that_knows_no_stamps_still_stamps_each_write(store, database_url):
+    """Migration 0008 stamps every create (the column's default) and every change of name
+    or tag (0007's trigger), whoever writes it: the release before writes no stamp, and a
+    write of its after a restore still has a version no earlier write had. Its own ETags
+    ("position.rev") name no version of this release's (412, never misread)."""
+    with psycopg.connect(database_url) as conn:
+        conn.execute("INSERT INTO plant_store_plants (id, name, tag, position) "
+                     "VALUES (1, 'a', NULL, 1)")
+        conn.commit()
+        stamps = [conn.execute("SELECT stamp FROM plant_store_plants").fetchone()[0]]
+        for name in ("b", "a", "a"):
+            conn.execute("UPDATE plant_store_plants SET name = %s WHERE id = 1", [name])
+            conn.commit()
+            stamps.append(conn.execute("SELECT stamp FROM plant_store_plants").fetchone()[0])
+        rev = conn.execute("SELECT rev FROM plant_store_plants").fetchone()[0]
+    assert 0 not in stamps and len(set(stamps[:3])) == 3 and stamps[3] == stamps[2]
+    version = store.fetch(1).version
+    assert version.count(".") == 2 and version.startswith("1.2.")
+    with pytest.raises(PreconditionFailed):
+        store.update(Plant(1, "c"), if_match(f"1.{rev}"))  # the previous release's ETag
 
 
 class LosesTheAnswer(PostgresStore):

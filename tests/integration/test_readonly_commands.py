@@ -23,13 +23,12 @@ def _state(url):
 
 
 def _one_behind(url):
-    """Every migration but the newest (0007), as the release before left the schema."""
+    """Every migration but the newest (0008), as the release before left the schema."""
     with psycopg.connect(url) as conn:
         schema.migrate(conn)
-        conn.execute("DROP TRIGGER plant_store_revision ON plant_store_plants")
-        conn.execute("DROP FUNCTION plant_store_next_revision()")
-        conn.execute("ALTER TABLE plant_store_plants DROP COLUMN rev")
-        conn.execute("DELETE FROM plant_store_schema WHERE version = 7")
+        conn.execute("ALTER TABLE plant_store_plants DROP COLUMN stamp")
+        conn.execute("DROP FUNCTION plant_store_new_stamp()")
+        conn.execute("DELETE FROM plant_store_schema WHERE version = 8")
         conn.commit()
 
 
@@ -45,10 +44,10 @@ def test_a_command_that_only_reads_refuses_missing_migrations_and_writes_nothing
         done = run_cli(*command, env=env)
         lines = done.stderr.strip().splitlines()
         assert done.returncode != 0 and len(lines) == 1, (command, done.stderr)
-        assert "plant-store db migrate" in lines[0] and "0007_revisions.sql" in lines[0], (
+        assert "plant-store db migrate" in lines[0] and "0008_write_stamps.sql" in lines[0], (
             command, lines)
         assert done.stdout == ""
     check = run_cli("db", "check", "--database-url", database_url)
     assert check.returncode == 1 and "pending: " in check.stdout
-    assert "0007_revisions.sql" in check.stdout
+    assert "0008_write_stamps.sql" in check.stdout
     assert _state(database_url) == before

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from support.journals import records
 from support.servers import Server
 
 
@@ -36,7 +37,7 @@ def test_first_start_prints_a_token_that_works_and_data_survives_restart(tmp_pat
         status, headers, body = server.request("POST", "/plants", {"id": 1, "name": "x"})
         assert status == 401 and headers["WWW-Authenticate"] == 'Bearer realm="plant-store"'
     assert server.stdout == []  # a token exists, so none was made or printed
-    assert len((tmp_path / "plants.jsonl").read_bytes().splitlines()) == 20
+    assert len(records(tmp_path)) == 20
 
 
 def test_access_log_lines_over_http(tmp_path):

@@ -11,15 +11,27 @@ One record a line, each a JSON object with an ``op``:
 - ``delete``: ``id``;
 - ``delivery``: an outcome (``state`` delivered/failed/dead/retry, ``error``) of ``id``;
 - ``compacted``: the first line of a compacted file, with the ``next_seq`` to go on from;
-- ``outbox``: in a compacted file, a delivery still owed or dead, with its state.
+- ``outbox``: in a compacted file, a delivery still owed or dead, with its state;
+- ``epoch``: the epoch of the creates and updates after it (``epoch``, hex digits), up to
+  the next such line. A store draws a new random epoch each time it is opened and writes
+  this line before the first create or update of that run; a compacted file writes one
+  before each plant whose epoch differs from the plant's before it (and ends with the
+  running store's). Before any such line (a file of an earlier release): :data:`LEGACY`.
 
-A plant's version is its sequence number (a re-create takes a new one: ``next_seq`` only
-grows, and a compacted file keeps it) and its revision: :func:`version`.
+A plant's version is the epoch of its last write, its sequence number (a re-create takes a
+new one: ``next_seq`` only grows, and a compacted file keeps it) and its revision (updates
+since its create): :func:`version`. The sequence number and revision tell one run's writes
+apart; the epoch tells runs apart, so a data set whose history went back (an older copy
+of the file put back, an export imported into a fresh directory, where sequence numbers
+start again at 0) never issues a version an earlier run issued: the next write of each
+plant is in a new epoch. A plant untouched since keeps the version it had.
 
 A line is only ever appended, so a crash can tear at most the last one; anything invalid
 before it is corruption, which is reported with its line number and never repaired.
 """
 
+import re
+import secrets
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
@@ -56,9 +68,23 @@ def encode_create(plant: Plant, deliveries: list[Delivery] | tuple[Delivery, ...
 
 
 
-def version(seq: int, rev: int) -> str:
-    """The version of a plant created at ``seq`` and updated ``rev`` times since."""
-    return f"{seq}.{rev}"
+LEGACY = "0"  # the epoch of what a file holds before its first epoch line
+_EPOCH = re.compile(r"[0-9a-f]{1,32}")
+
+
+def new_epoch() -> str:
+    """A random epoch for a run of the store: 64 bits, so no two runs ever share one."""
+    return secrets.token_hex(8)
+
+
+def version(epoch: str, seq: int, rev: int) -> str:
+    """The version of a plant created at ``seq``, updated ``rev`` times since, its last
+    write made in ``epoch``. Three parts: never equal to an earlier release's "seq.rev"."""
+    return f"{epoch}.{seq}.{rev}"
+
+
+def encode_epoch(epoch: str) -> bytes:
+    return orjson.dumps({"op": "epoch", "epoch": epoch})
 
 
 def encode_update(plant: Plant) -> bytes:
@@ -120,11 +146,12 @@ def _plant_fields(record: dict[str, Any]) -> tuple[int, str, str | None]:
 
 @dataclass
 class Journal:
-    """What a journal file holds: live plants by id as (seq, create record, rev), their order,
-    the outbox, where the valid part ends, and how many records it has (headers aside)."""
+    """What a journal file holds: live plants by id as (seq, create record, rev, epoch),
+    their order, the outbox, where the valid part ends, and how many records it has
+    (headers and epoch lines aside)."""
 
     path: str
-    index: dict[int, tuple[int, bytes, int]]
+    index: dict[int, tuple[int, bytes, int, str]]
     order: CreationOrder
     tags: TagIndex
     outbox: Outbox
@@ -138,12 +165,13 @@ class _Replay:
     the creation order is sorted once at the end."""
 
     def __init__(self) -> None:
-        self.index: dict[int, tuple[int, bytes, int]] = {}
+        self.index: dict[int, tuple[int, bytes, int, str]] = {}
         self.seqs: dict[int, int] = {}  # seq -> id, made into a CreationOrder at the end
         self.tag_seqs: dict[str, dict[int, int]] = {}  # the same, for each tag
         self.next_seq = 0
         self.outbox = Outbox()
-        self.headers = 0
+        self.headers = 0  # lines that are no record: compacted, epoch
+        self.epoch = LEGACY  # of the creates and updates read from here on
 
     def order(self) -> CreationOrder:
         return CreationOrder(self.seqs, self.next_seq)
@@ -153,7 +181,7 @@ class _Replay:
 
     def _untag(self, plant_id: int) -> int:
         """Take ``plant_id`` out of its tag's order; its sequence number."""
-        seq, line, _ = self.index[plant_id]
+        seq, line, _, _ = self.index[plant_id]
         tag = orjson.loads(line).get("tag")
         if tag is not None:
             seqs = self.tag_seqs[tag]
@@ -178,7 +206,7 @@ class _Replay:
                 raise ValueError(f"id {plant.id} is updated but not stored")
             rev = self.index[plant.id][2] + 1
             seq = self._untag(plant.id)
-            self.index[plant.id] = (seq, encode_create(plant), rev)
+            self.index[plant.id] = (seq, encode_create(plant), rev, self.epoch)
             if plant.tag is not None:
                 self.tag_seqs.setdefault(plant.tag, {})[seq] = plant.id
         elif op == "delivery":
@@ -200,6 +228,12 @@ class _Replay:
             self.outbox.add(Delivery(
                 _str(record, "id"), plant.id, _str(record, "url"), new_plant_json(plant),
                 _int(record, "attempts", 0), _str(record, "error", True), dead))
+        elif op == "epoch":
+            epoch = _str(record, "epoch")
+            if not _EPOCH.fullmatch(epoch):
+                raise ValueError("epoch is not 1 to 32 hex digits")
+            self.headers += 1
+            self.epoch = epoch
         elif op == "compacted":
             self.headers += 1
             self.next_seq = max(self.next_seq, _int(record, "next_seq", 0))
@@ -225,7 +259,7 @@ class _Replay:
                 line = encode_create(plant)  # the index keeps just the plant
         self.next_seq = max(self.next_seq, seq + 1)
         self.seqs[seq] = plant_id
-        self.index[plant_id] = (seq, line, rev)
+        self.index[plant_id] = (seq, line, rev, self.epoch)
         if tag is not None:
             self.tag_seqs.setdefault(tag, {})[seq] = plant_id
 

@@ -37,7 +37,8 @@ class Snapshot:
         stored = self._state.index.get(plant_id)
         if stored is None:
             return None
-        return Versioned(journal.decode_plant(stored[1]), journal.version(stored[0], stored[2]))
+        return Versioned(journal.decode_plant(stored[1]),
+                         journal.version(stored[3], stored[0], stored[2]))
 
     def walk(self, limit: int | None = None) -> Iterator[Plant]:
         """The plants in creation order, at most ``limit`` of them."""

@@ -5,6 +5,12 @@ fsync serves every line appended while the previous one ran). A failed write or 
 truncates the file back to its last durable size and undoes the in-memory change, so
 nothing unacknowledged survives half-written and nothing acknowledged is touched.
 
+A plant's version (its ETag) is the epoch of its last write, its sequence number and its
+revision (:func:`journal.version`). Each opening of the store draws a new random epoch and
+writes it to the journal before the run's first create or update, so a write never has a
+version an earlier one had, even after an older copy of the file is put back or an export
+is imported into a fresh directory (where sequence numbers start again).
+
 Deletes and settled webhook deliveries leave dead lines behind; compaction writes the live
 state to a new file beside the old one, fsyncs it and renames it into place, so a crash at
 any moment leaves either the old file or the new one, each whole.
@@ -84,6 +90,9 @@ class JsonFileStore(Store):
         self._index, self._order, self._outbox = state.index, state.order, state.outbox
         self._tags = state.tags
         self._records = state.records
+        self._epoch = journal.new_epoch()  # of every create and update of this run
+        self._epoch_record = journal.encode_epoch(self._epoch)
+        self._stamped = False  # whether the file holds this run's epoch line yet
         self._compacting = threading.Lock()
         self._compactor: threading.Thread | None = None
         self._compact_after = 0.0  # monotonic time before which none starts by itself
@@ -93,6 +102,21 @@ class JsonFileStore(Store):
     @property
     def _fd(self) -> int:
         return self._log.fd
+
+    def _stamp(self, line: bytes) -> bytes:
+        """``line`` (a create or an update), after this run's epoch line unless the file
+        has it already. Under ``_cond``, with the change's ``apply`` calling
+        :meth:`_stamped_now`, so the two are decided together."""
+        return line if self._stamped else self._epoch_record + b"\n" + line
+
+    def _stamped_now(self) -> Undo:
+        """The file has this run's epoch line (once the write is durable); the undo puts
+        back what was (a rolled-back write takes its epoch line with it)."""
+        was, self._stamped = self._stamped, True
+
+        def undo() -> None:
+            self._stamped = was
+        return undo
 
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
         owed = deliveries_for(plant, tuple(webhooks)) if webhooks else []
@@ -105,14 +129,16 @@ class JsonFileStore(Store):
                 return replay(journal.decode_plant(stored[1]), plant), False
 
             def apply() -> Undo:
+                unstamp = self._stamped_now()
                 seq = self._order.add(plant.id)
-                self._index[plant.id] = (seq, record, 0)
+                self._index[plant.id] = (seq, record, 0, self._epoch)
                 self._tags.add(plant.tag, seq, plant.id)
                 for delivery in owed:
                     self._outbox.add(delivery)
                 self._records += 1
 
                 def undo() -> None:
+                    unstamp()
                     del self._index[plant.id]
                     self._order.remove(seq)
                     self._tags.remove(plant.tag, seq)
@@ -121,13 +147,14 @@ class JsonFileStore(Store):
                     self._records -= 1
                 return undo
 
-            self._log.commit(line, plant.id, apply)
+            self._log.commit(self._stamp(line), plant.id, apply)
         return plant, True
 
     def update(self, plant: Plant,
                condition: Condition | None = None) -> tuple[Versioned, bool] | None:
         """The journal gets an update record; the index the plant's create record, as a
-        compaction would write it, at the plant's own sequence number, one revision on."""
+        compaction would write it, at the plant's own sequence number, one revision on, in
+        this run's epoch."""
         line = journal.encode_update(plant)
         record = journal.encode_create(plant)
         with self._cond:
@@ -135,27 +162,30 @@ class JsonFileStore(Store):
             stored = self._index.get(plant.id)
             if stored is None:
                 return None
-            seq, _, rev = stored
+            seq, _, rev, epoch = stored
             before = journal.decode_plant(stored[1])
-            if not needs_update(Versioned(before, journal.version(seq, rev)), plant, condition):
-                return Versioned(plant, journal.version(seq, rev)), False
+            held = journal.version(epoch, seq, rev)
+            if not needs_update(Versioned(before, held), plant, condition):
+                return Versioned(plant, held), False
 
             def apply() -> Undo:
-                self._index[plant.id] = (seq, record, rev + 1)
+                unstamp = self._stamped_now()
+                self._index[plant.id] = (seq, record, rev + 1, self._epoch)
                 self._tags.remove(before.tag, seq)
                 self._tags.add(plant.tag, seq, plant.id)
                 self._records += 1
 
                 def undo() -> None:
+                    unstamp()
                     self._index[plant.id] = stored
                     self._tags.remove(plant.tag, seq)
                     self._tags.add(before.tag, seq, plant.id)
                     self._records -= 1
                 return undo
 
-            self._log.commit(line, plant.id, apply)
+            self._log.commit(self._stamp(line), plant.id, apply)
         self._maybe_compact()
-        return Versioned(plant, journal.version(seq, rev + 1)), True
+        return Versioned(plant, journal.version(self._epoch, seq, rev + 1)), True
 
     def create_many(self, plants: Sequence[Plant]) -> list[tuple[Plant, bool]]:
         """The plants' create records, one write and one fsync for all (``commit_many``):
@@ -169,11 +199,12 @@ class JsonFileStore(Store):
         def apply() -> tuple[list[bytes], list[int], Callable[[], None]]:
             nonlocal conflict
             index, order, tags, made = self._index, self._order, self._tags, []
+            epoch = self._epoch
             for plant, record in zip(plants, records, strict=True):
                 stored = index.get(plant.id)
                 if stored is None:
                     seq = order.add(plant.id)
-                    index[plant.id] = (seq, record, 0)
+                    index[plant.id] = (seq, record, 0, epoch)
                     tags.add(plant.tag, seq, plant.id)
                     made.append(plant)
                     done.append((plant, True))
@@ -184,14 +215,19 @@ class JsonFileStore(Store):
                     conflict = exc
                     break
             self._records += len(made)
+            lines = [index[plant.id][1] for plant in made]
+            if lines and not self._stamped:
+                lines.insert(0, self._epoch_record)
+            unstamp = self._stamped_now() if lines else (lambda: None)
 
             def undo() -> None:
+                unstamp()
                 for plant in reversed(made):
                     seq = self._index.pop(plant.id)[0]
                     self._order.remove(seq)
                     self._tags.remove(plant.tag, seq)
                 self._records -= len(made)
-            return [index[plant.id][1] for plant in made], [plant.id for plant in made], undo
+            return lines, [plant.id for plant in made], undo
 
         with self._cond:
             self._log.wait_for_all([plant.id for plant in plants])
@@ -208,7 +244,8 @@ class JsonFileStore(Store):
             if stored is None:
                 return False
             before = journal.decode_plant(stored[1])
-            check_delete(Versioned(before, journal.version(stored[0], stored[2])), condition)
+            check_delete(Versioned(before, journal.version(stored[3], stored[0], stored[2])),
+                         condition)
             tag = before.tag
 
             def apply() -> Undo:
@@ -235,7 +272,8 @@ class JsonFileStore(Store):
             stored = self._index.get(plant_id)
         if stored is None:
             return None
-        return Versioned(journal.decode_plant(stored[1]), journal.version(stored[0], stored[2]))
+        return Versioned(journal.decode_plant(stored[1]),
+                         journal.version(stored[3], stored[0], stored[2]))
 
     def page(self, start: int, limit: int,
              tag: str | None = None) -> tuple[list[Plant], int | None]:
@@ -349,9 +387,17 @@ class JsonFileStore(Store):
                 plants = [(seq, *self._index[plant_id][1:]) for seq, plant_id in self._order]
                 owed = list(self._outbox)
             lines = [journal.encode_header(next_seq)]
-            # A create record ends with "}": its seq (and rev) go in without a decode.
-            lines += [b"%s,\"seq\":%d,\"rev\":%d}" % (record[:-1], seq, rev) if rev
-                      else b"%s,\"seq\":%d}" % (record[:-1], seq) for seq, record, rev in plants]
+            epoch = journal.LEGACY  # what a file's lines are in before an epoch line
+            for seq, record, rev, plant_epoch in plants:
+                if plant_epoch != epoch:  # each plant keeps its last write's epoch
+                    epoch = plant_epoch
+                    lines.append(journal.encode_epoch(epoch))
+                # A create record ends with "}": its seq (and rev) go in without a decode.
+                lines.append(b"%s,\"seq\":%d,\"rev\":%d}" % (record[:-1], seq, rev) if rev
+                             else b"%s,\"seq\":%d}" % (record[:-1], seq))
+            if epoch != self._epoch:  # what is appended after it is in this run's epoch:
+                lines.append(self._epoch_record)  # the tail copied over, later writes
+            headers = len(lines) - len(plants)  # the compacted line and the epoch lines
             lines += [journal.encode_outbox(d) for d in owed]
             tmp = os.path.join(self.data_dir, COMPACT_FILE)
             try:
@@ -366,7 +412,9 @@ class JsonFileStore(Store):
                 raise StoreUnavailable(f"cannot compact {self.path}: {exc.strerror}") from None
             with self._cond:
                 before, size, tail = self._log.swap(fd, tmp, start)
-                self._records = len(lines) - 1 + tail.count(b"\n")  # the header aside
+                self._stamped = True  # its last epoch line is this run's
+                self._records = (len(lines) - headers + tail.count(b"\n")
+                                 - tail.count(b'{"op":"epoch",'))  # the header lines aside
             self.compactions += 1
         self.observer.compacted(time.perf_counter() - started)
         log.info("compacted %s from %d to %d bytes", self.path, before, size)

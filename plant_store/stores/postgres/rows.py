@@ -5,10 +5,12 @@ from plant_store.stores.base import Plant
 from plant_store.stores.outbox import Delivery
 
 
-def version(position: int, rev: int) -> str:
-    """A plant's version: its create's position (a re-create has a new one) and revision
-    (counted by migration 0007's trigger)."""
-    return f"{position}.{rev}"
+def version(position: int, rev: int, stamp: int) -> str:
+    """A plant's version: its create's position (a re-create has a new one), its revision
+    (counted by migration 0007's trigger) and its last write's random stamp (migration
+    0008: a write after a restore never has a version a write before it had), as 16 hex
+    digits. Three parts: never equal to an earlier release's "position.rev"."""
+    return f"{position}.{rev}.{stamp & 0xFFFF_FFFF_FFFF_FFFF:016x}"
 
 
 def utf8(text: str | None) -> bytes | None:

@@ -167,7 +167,8 @@ class PostgresStore(Store):
                     raise self._unknown("update") from None
                 raise
             params = {"id": plant.id, "name": plant.name.encode(), "tag": _utf8(plant.tag),
-                      "was_position": version[0], "was_rev": version[1]}
+                      "was_position": version[0], "was_rev": version[1],
+                      "was_stamp": version[2]}
             written = self._run("update", params, lambda cur: cur.fetchone(), op)
             if written is not None:
                 return Versioned(plant, _version(*written)), changes
@@ -185,7 +186,8 @@ class PostgresStore(Store):
                 check_delete(Versioned(stored, _version(*version)), condition)
             params = {"id": plant_id, "token": uuid.uuid4(), "conditional": version is not None,
                       "was_position": None if version is None else version[0],
-                      "was_rev": None if version is None else version[1]}
+                      "was_rev": None if version is None else version[1],
+                      "was_stamp": None if version is None else version[2]}
             # A retry's note of the token meets an earlier attempt's (committed, or waited
             # for while it commits) and answers what that attempt did: see the query.
             # The delete query answers one row, deleted or not: fetchone() is never None.
@@ -200,10 +202,11 @@ class PostgresStore(Store):
                 return deleted
             self._check_deadline(op, "delete")  # changed or gone since read: decide anew
 
-    def _read(self, plant_id: int, op: Operation) -> tuple[Plant, tuple[int, int]] | None:
-        """The plant and its (position, revision)."""
+    def _read(self, plant_id: int,
+              op: Operation) -> tuple[Plant, tuple[int, int, int]] | None:
+        """The plant and its (position, revision, stamp)."""
         row = self._run("get", {"id": plant_id}, lambda cur: cur.fetchone(), op)
-        return None if row is None else (_plant(plant_id, *row[:2]), (row[2], row[3]))
+        return None if row is None else (_plant(plant_id, *row[:2]), (row[2], row[3], row[4]))
 
     def _check_deadline(self, op: Operation, name: str) -> None:
         """A conditional write that keeps finding the plant changed ends by its deadline."""

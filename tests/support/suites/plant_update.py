@@ -16,7 +16,9 @@ from plant_store.stores import Plant
 from support.assertions import assert_error
 from support.openapi import resolve
 
-STRONG = re.compile(r'"([0-9a-f]+\.)?[0-9]+\.[0-9]+"')  # a version: [store.]create.revision
+# A version, strong: three parts. The memory and JSON-file stores: epoch (hex), create,
+# revision; PostgreSQL: position, revision, the last write's stamp (16 hex digits).
+STRONG = re.compile(r'"[0-9a-f]+\.[0-9]+\.[0-9a-f]+"')
 
 
 def put(app, plant_id, body, *, headers=None, content_type="application/json"):

@@ -7,6 +7,7 @@ import pytest
 
 from plant_store.stores import JsonFileStore, Plant, StoreError, StoreUnavailable
 from support.faulty_stores import FaultyStore
+from support.journals import records
 
 
 @pytest.fixture
@@ -18,9 +19,7 @@ def faulty(tmp_path):
 
 
 def lines(tmp_path):
-    data = (tmp_path / "plants.jsonl").read_bytes()
-    assert data.endswith(b"\n")
-    return data.splitlines()
+    return records(tmp_path)
 
 
 @pytest.mark.parametrize("partial", [0, 5])

@@ -22,6 +22,8 @@ from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.journal import CorruptJournal
 from plant_store.stores.preconditions import ANY, Preconditions
 from support.faulty_stores import FaultyStore
+from support.journals import records
+from support.threads import blocked_in
 
 NEVER = Preconditions(if_match=frozenset())  # If-Match naming no version at all
 
@@ -174,8 +176,9 @@ def test_compaction_keeps_the_updated_plants(tmp_path):
         assert store.page(0, 10)[0] == [Plant(0, "zero"), Plant(1, "p1", "t"),
                                         Plant(2, "two 4", "u"), Plant(3, "p3", "t")]
         assert [p.id for p in store.page(0, 10, "t")[0]] == [1, 3]
-        lines = pathlib.Path(store.path).read_bytes().count(b"\n")
-        assert lines == 1 + 4 + 1  # header, the plants, the update after
+        lines = pathlib.Path(store.path).read_bytes().splitlines()
+        assert len(lines) == 1 + 1 + 4 + 1  # header, the epoch, the plants, the update after
+        assert len(records(store.path)) == 1 + 4 + 1
     finally:
         store.close()
 
@@ -283,10 +286,15 @@ def test_sixteen_threads_of_conditional_updates_make_one_history(store):
 
 
 def test_a_read_never_sees_an_update_before_it_is_durable(tmp_path):
-    synced = threading.Event()
+    """Synchronised on events, never on sleeps (issue 49, finding 9): the update's fsync is
+    held until both readers are seen waiting for it, so the test cannot pass by having
+    checked before they got there."""
+    synced, entered = threading.Event(), threading.Event()
 
     class SlowFsync(JsonFileStore):
         def _fsync_fd(self, fd):
+            if not synced.is_set():
+                entered.set()
             synced.wait(10)
             JsonFileStore._fsync_fd(fd)
 
@@ -297,14 +305,15 @@ def test_a_read_never_sees_an_update_before_it_is_durable(tmp_path):
         synced.clear()
         writer = threading.Thread(target=store.update, args=(Plant(1, "new", "t"),))
         writer.start()
-        time.sleep(0.1)
+        assert entered.wait(10), "the update never reached its fsync"
         seen = []
         readers = [threading.Thread(target=lambda: seen.append(store.get(1))),
                    threading.Thread(target=lambda: seen.append(store.page(0, 10, "t")[0][0]))]
         for reader in readers:
             reader.start()
-        time.sleep(0.2)
-        assert seen == []  # both wait for the fsync, rather than show what may be undone
+        for reader in readers:  # both wait for the fsync, rather than show what may be undone
+            assert blocked_in(reader, "_sync_or_wait"), f"a read answered at once: {seen}"
+        assert seen == []
         synced.set()
         for thread in [writer, *readers]:
             thread.join(10)
@@ -319,10 +328,12 @@ def test_a_listing_never_shows_a_write_before_it_is_durable(tmp_path, write):
     """The hostile round 5: with fsync slow, GET /plants?tag=old answered at once without
     a plant whose retag or delete was still being written, which a kill -9 then brought
     back. A page waits for the fsync of what it shows, and shows what was undone never."""
-    synced, failing = threading.Event(), []
+    synced, entered, failing = threading.Event(), threading.Event(), []
 
     class SlowFsync(JsonFileStore):
         def _fsync_fd(self, fd):
+            if not synced.is_set():
+                entered.set()
             synced.wait(10)
             if failing:
                 raise OSError(5, "Input/output error")
@@ -335,18 +346,22 @@ def test_a_listing_never_shows_a_write_before_it_is_durable(tmp_path, write):
         store.create(Plant(2, "b", "old"))
         for fail in (True, False):
             synced.clear()
+            entered.clear()
             change = {"retag": lambda: store.update(Plant(1, "a", "new")),
                       "delete": lambda: store.delete(1),
                       "create": lambda: store.create(Plant(3, "c", "old"))}[write]
             outcome: list[str] = []
             writer = threading.Thread(target=_outcome, args=(change, outcome))
             writer.start()
-            time.sleep(0.1)
+            # Events, not sleeps (issue 49, finding 9: 0.1 s and 0.2 s, and the test passed
+            # whether or not the page had got as far as the fsync it must wait for).
+            assert entered.wait(10), "the write never reached its fsync"
             pages: list[list[Plant]] = []
             reader = threading.Thread(target=_page, args=(store, pages))
             reader.start()
-            time.sleep(0.2)
-            assert pages == [], "a page answered before the write it shows was durable"
+            assert blocked_in(reader, "_sync_or_wait"), (
+                f"a page answered before the write it shows was durable: {pages}")
+            assert pages == []
             failing[:] = [True] if fail else []
             synced.set()
             writer.join(10)

@@ -145,14 +145,15 @@ ORDER BY 1;
 -- written whatever the outcome, so every answer, "not found" included, waits for a
 -- synchronous standby: a plant another session deleted, committed here but not yet
 -- confirmed there, is not called gone before it is. A conditional delete (If-Match) names
--- the version the store checked (was_position, was_rev): a plant changed since, or
+-- the version the store checked (was_position, was_rev, was_stamp): a plant changed since, or
 -- deleted and created again, is kept, and the store reads it again and decides anew.
 WITH prior AS (
     SELECT deleted FROM plant_store_deletes WHERE token = %(token)s
 ), gone AS (
     DELETE FROM plant_store_plants
     WHERE id = %(id)s AND NOT EXISTS (SELECT FROM prior)
-      AND (NOT %(conditional)s OR (position = %(was_position)s AND rev = %(was_rev)s))
+      AND (NOT %(conditional)s OR (position = %(was_position)s AND rev = %(was_rev)s
+                                   AND stamp = %(was_stamp)s))
     RETURNING id
 )
 INSERT INTO plant_store_deletes AS d (token, deleted)
@@ -162,7 +163,7 @@ RETURNING d.deleted;
 
 -- name: update
 -- Compare and set: the plant's new name and tag, written only if it is still the version
--- the store read (was_position, was_rev) or already as asked. So two conditional updates
+-- the store read (was_position, was_rev, was_stamp) or already as asked. So two conditional updates
 -- that read the same version cannot both win (the second waits for the first's row lock,
 -- then finds the row changed: no row, and the store reads it again and decides anew), and
 -- a retry after a broken connection meets its own earlier write and answers as it would
@@ -173,16 +174,16 @@ RETURNING d.deleted;
 UPDATE plant_store_plants
 SET name = %(name)s, tag = %(tag)s
 WHERE id = %(id)s
-  AND ((position = %(was_position)s AND rev = %(was_rev)s)
+  AND ((position = %(was_position)s AND rev = %(was_rev)s AND stamp = %(was_stamp)s)
        OR (name = %(name)s AND tag IS NOT DISTINCT FROM %(tag)s))
-RETURNING position, rev;
+RETURNING position, rev, stamp;
 
 -- name: forget_deletes
 -- Tokens outlive any retry of their delete by far (a retry ends within the deadline).
 DELETE FROM plant_store_deletes WHERE noted_at < now() - interval '10 minutes';
 
 -- name: get
-SELECT name, tag, position, rev FROM plant_store_plants WHERE id = %(id)s;
+SELECT name, tag, position, rev, stamp FROM plant_store_plants WHERE id = %(id)s;
 
 -- name: page
 -- Only below the horizon: every transaction with a smaller id has ended, so nothing can

@@ -36,11 +36,12 @@ class BusyThreads:
             with self._lock:
                 del self.started[token]
 
-    def longest(self) -> float:
-        """Seconds the longest call in flight has run (0: none runs)."""
+    def running(self) -> tuple[list[float], bool]:
+        """Seconds each call in flight has run, and whether every thread is busy."""
+        now = time.monotonic()
         with self._lock:
-            oldest = min(self.started.values(), default=None)
-        return 0.0 if oldest is None else time.monotonic() - oldest
+            ages = [now - started for started in self.started.values()]
+        return ages, len(ages) >= self._threads
 
     def unready(self) -> str | None:
         """Why new requests wait (every thread busy for BUSY_FOR s or more), or None."""

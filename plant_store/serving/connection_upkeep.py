@@ -18,13 +18,12 @@ kernel's side of each socket, once a second, in a thread of the worker:
   seconds, or that moved slower than ``min_rate`` bytes a second over ``window`` seconds
   of waiting (0: any rate), is reset;
 - a connection that never sent a byte is closed ``request_timeout`` seconds after it was
-  made, and one where nothing moved either way for ``channel_timeout`` seconds, the
-  server having spoken last (between requests), is closed too; so is one whose client
-  spoke last (a request arriving, or running) when nothing moved for ``channel_timeout``
-  and no request of the app has run that long (:attr:`oldest` says how long the longest
-  has), so a running request is never cut;
+  made, and one where nothing moved either way for ``channel_timeout`` seconds is closed
+  too, unless it is busy: its client spoke last (a request arriving, or running) and a
+  call of the app in flight began since its last byte, or every request thread is busy
+  (the request may wait for one); so a running request is never cut;
 - at ``limit`` connections (granian takes no more: its backpressure), every connection
-  idle for EVICT_AFTER seconds between requests, or that never sent a byte, is closed so
+  quiet for EVICT_AFTER seconds and not busy (as above) is closed so
   that new clients get in, and the next sweep follows in RESWEEP seconds (granian takes
   the next connections from the kernel's queue, which may have waited there as long);
   if that frees fewer than one slot in HEADROOM, the answers that waited UNREAD_AFTER
@@ -61,6 +60,7 @@ RESWEEP = 0.02  # seconds to the next sweep after one that let connections go at
 EVICT_AFTER = 1.0  # seconds a connection may sit idle at the limit
 UNREAD_AFTER = 0.25  # seconds an answer may wait at the limit (a reader's window is open)
 HEADROOM = 20  # at the limit, the upkeep frees one connection slot in this many
+SLACK = 0.05  # seconds between a request's last byte and the app's call, at most
 SIOCOUTQ = termios.TIOCOUTQ  # the same request number for a TCP socket: unacknowledged bytes
 _INFO = struct.Struct("=B7x16x20x4I60x2Q8xI")  # linux/tcp.h struct tcp_info, up to notsent
 _LINGER_NOW = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: a close resets
@@ -82,8 +82,13 @@ class Seen:
 
     @property
     def between_requests(self) -> bool:
-        """Nothing came since the server last spoke (or nothing came at all)."""
-        return self.received == 0 or self.sent_ago <= self.received_ago
+        """Nothing came since the server last spoke (or nothing came at all). The kernel
+        counts in milliseconds or coarser, and most answers leave within the
+        millisecond their request arrived: a tie is read as the server's turn, once it
+        has sent anything (before, the clock of its last send is the connection's start)."""
+        if self.received == 0:
+            return True
+        return bool(self.acked or self.queued) and self.sent_ago <= self.received_ago
 
 
 @dataclass
@@ -124,8 +129,10 @@ def connections(port: int) -> dict[int, socket.socket]:
             if (sock.type == socket.SOCK_STREAM and sock.family in (socket.AF_INET,
                                                                     socket.AF_INET6)
                     and sock.getsockname()[1] == port and sock.getpeername()):
-                found[os.fstat(copy).st_ino] = sock
-                continue
+                inode = os.fstat(copy).st_ino
+                if inode not in found:  # a number listed may since be one of our copies
+                    found[inode] = sock
+                    continue
         except OSError:
             pass  # the listener (no peer), or a socket ending
         sock.close()
@@ -147,11 +154,13 @@ class ConnectionUpkeep:
 
     def __init__(self, port: int, *, request_timeout: float, channel_timeout: float,
                  limit: int, min_rate: int, window: float,
-                 oldest: Callable[[], float]) -> None:
+                 running: Callable[[], tuple[list[float], bool]]) -> None:
         self._port, self._limit = port, limit
         self._request_timeout, self._channel_timeout = request_timeout, channel_timeout
         self._min_rate, self._window = min_rate, window
-        self._oldest = oldest  # seconds the longest running request of the app has run
+        # The app's calls in flight: how long each has run, and whether every thread is
+        # busy (then a request may wait for one, its connection quiet).
+        self._running = running
         self._answers: dict[int, _Answer] = {}
         self._last = 0.0
         self.held = False
@@ -197,20 +206,22 @@ class ConnectionUpkeep:
         closed: list[tuple[int, str]] = []
         try:
             idle, reading = [], []
-            running_for = self._oldest()
+            ages, saturated = self._running()
             for inode, sock in socks.items():
                 try:
                     seen = read(sock)
                 except OSError:
                     continue
+                busy = not seen.between_requests and (saturated or any(
+                    age <= seen.received_ago + SLACK for age in ages))
                 why = (self._judge_answer(inode, seen, now, step) if seen.queued
-                       else self._judge_quiet(seen, running_for))
+                       else self._judge_quiet(seen, busy))
                 if why:
                     close(sock, reset=bool(seen.queued))
                     closed.append((inode, why))
                 elif seen.queued:
                     reading.append((inode, seen))
-                elif seen.between_requests:
+                elif not busy:
                     idle.append((inode, seen))
             for gone in self._answers.keys() - {inode for inode, _ in reading}:
                 del self._answers[gone]
@@ -239,14 +250,14 @@ class ConnectionUpkeep:
                 return "answer read too slowly"
         return None
 
-    def _judge_quiet(self, seen: Seen, running_for: float) -> str | None:
+    def _judge_quiet(self, seen: Seen, busy: bool) -> str | None:
+        """``busy``: a request of the app may be this connection's (its client spoke last,
+        and a call in flight began since, or one waits for a thread)."""
         if seen.received == 0 and seen.received_ago >= self._request_timeout:
             return "sent nothing"
-        if seen.quiet < self._channel_timeout:
+        if seen.quiet < self._channel_timeout or busy:
             return None
-        if seen.between_requests or running_for < seen.quiet:
-            return "idle"
-        return None
+        return "idle"
 
     def _evict(self, socks: dict[int, socket.socket], idle: list[tuple[int, Seen]],
                reading: list[tuple[int, Seen]], held: int,

@@ -124,7 +124,7 @@ def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
             plan.port, request_timeout=config.request_timeout,
             channel_timeout=config.channel_timeout, limit=config.connection_limit,
             min_rate=config.min_send_rate, window=config.send_rate_window,
-            oldest=busy.longest)
+            running=busy.running)
         service.metrics.read_at_scrape(_Restarts(plan.restarts))
         try:
             probes = _probes(service, config, plan.address,

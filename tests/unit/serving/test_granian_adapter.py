@@ -1,6 +1,6 @@
 """plant_store.serving.granian_adapter: which settings granian cannot honour as waitress does,
-and the one undocumented granian name it relies on, pinned against the installed release
-(tests/integration/test_serve_granian.py runs the real server)."""
+and the undocumented granian names it relies on, pinned against the installed release
+(tests/integration/test_serve_granian.py and test_granian_edge.py run the real server)."""
 
 import inspect
 
@@ -15,8 +15,6 @@ GRANIAN = f"granian {granian.__version__}"
 
 
 @pytest.mark.parametrize(("given", "refused", "says"), [
-    ({"connection_limit": 100}, "connection_limit", "idle connections too"),
-    ({"channel_timeout": 120}, "channel_timeout", "closes no connection for being idle"),
     ({"request_timeout": 61}, "request_timeout", "at most 60 s"),
     ({"workers": 2}, "workers", "store=jsonfile with 2 granian worker processes"),
     ({"workers": 2, "store": "memory"}, "workers", "store=memory with 2 granian"),
@@ -31,6 +29,9 @@ def test_settings_that_cannot_mean_the_same_are_refused(given, refused, says):
     {"workers": 4, "store": "postgresql", "database_url": "dbname=x", "metrics": "off"},
     {"workers": 2, "store": "postgresql", "database_url": "dbname=x"},  # counted together
     {"url_prefix": "/api", "trusted_proxy": "127.0.0.1", "rate_limit": 5},
+    # kept by the connection upkeep since issue 49
+    {"connection_limit": 50, "channel_timeout": 5, "min_send_rate": 100,
+     "send_rate_window": 5},
 ])
 def test_settings_granian_honours_pass(given):
     assert granian_adapter.refusal(Config(server="granian", **given)) is None
@@ -52,3 +53,26 @@ def test_the_master_takes_sighup_through_signal_handler_reload():
     server.signal_handler_reload()
     assert server.interrupt_signal and server.main_loop_interrupt.is_set(), GRANIAN
     assert not server.reload_signal
+
+
+def test_a_dead_worker_is_replaced_through_respawn_workers():
+    """The second undocumented name: granian's serve loop calls ``_respawn_workers`` with
+    the indexes of the workers that ended unexpectedly (``respawn_failed_workers``); the
+    adapter's override counts them, or stops the server when a worker said it could not
+    start."""
+    import multiprocessing
+
+    source = inspect.getsource(common.AbstractServer._serve_loop)
+    assert "self._respawn_workers(workers, spawn_target, target_loader)" in source, GRANIAN
+    assert "if not self.respawn_failed_workers:" in source, GRANIAN
+    parameters = inspect.signature(common.AbstractServer.__init__).parameters
+    assert parameters["respawn_failed_workers"].default is False, GRANIAN
+    server = granian_adapter._server_class()(
+        "target", log_dictconfig={"formatters": {}, "handlers": {}, "loggers": {}})
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    server.failed = reader
+    writer.send("the data directory is locked")
+    server._respawn_workers([0], None, None)  # no worker is spawned: the server stops
+    assert server.interrupt_signal and server.main_loop_interrupt.is_set()
+    reader.close()
+    writer.close()

@@ -227,6 +227,15 @@ def _tls(config: Config) -> dict[str, Any]:
             "ssl_key": pathlib.Path(config.tls_key)}
 
 
+class _ThreadsAsMeant(logging.Filter):
+    """Drops granian's warning that the blocking threads outnumber the cores: the service
+    means them (requests waiting on an fsync or the database share it; the connections
+    are bounded by the backpressure it sets), and a default start said it every time."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Configuration allows spawning up to")
+
+
 def _server_class() -> type:
     import granian
 
@@ -321,6 +330,7 @@ def _run(plan: _Plan, reserved: socket.socket, failed: multiprocessing.connectio
         **_tls(config),
     )
     server.hup_ignored, server.plan, server.failed = hup_ignored, plan, failed
+    logging.getLogger("_granian").addFilter(_ThreadsAsMeant())
     prefix = config.url_prefix
     scheme = "https" if config.tls_certificate else "http"
     url = f"{scheme}://{f'[{address}]' if ':' in address else address}:{port}{prefix}"
@@ -333,9 +343,10 @@ def _run(plan: _Plan, reserved: socket.socket, failed: multiprocessing.connectio
                 if on_ready:
                     on_ready(url)
                 log.info("plant-store listening on %s (version %s, server: granian, store: "
-                         "%s, data directory %s, %d workers of %d threads)", url, __version__,
-                         config.store,
-                         os.path.abspath(config.data_dir), config.workers, config.threads)
+                         "%s, data directory %s, %s of %d threads)", url, __version__,
+                         config.store, os.path.abspath(config.data_dir),
+                         "1 worker" if config.workers == 1 else f"{config.workers} workers",
+                         config.threads)
                 return
             time.sleep(STARTUP)
 

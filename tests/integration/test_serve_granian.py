@@ -71,6 +71,9 @@ def test_granian_serves_the_api_with_access_lines_and_the_data_survives_a_restar
     assert server.proc.returncode == 0
     lines = "".join(server.stderr).splitlines()
     assert "server: granian" in "".join(server.stderr)
+    # A default start says nothing of its 16 threads (issue 50, item 5), and counts right.
+    assert "1 worker of 16 threads" in "".join(server.stderr)
+    assert not [line for line in lines if " WARNING " in line], lines
     access = [line for line in lines if "[plant_store.access]" in line]
     assert [line.split()[5:8] for line in access][-2:] == [
         ["POST", "/plants", "400"], ["GET", "/missing", "404"]]

@@ -1,6 +1,7 @@
 """The metadata is in setup.cfg; this adds one build step: the wheel carries the
-documentation's pages and the example configurations (``plant-store docs``, ``plant-store
-config example``), copied from docs/ and conf/ into ``plant_store/shipped/``."""
+documentation's pages, the examples they include and the example configurations
+(``plant-store docs``, ``plant-store config example``), copied from docs/, docs/examples/
+and conf/ into ``plant_store/shipped/``."""
 
 import pathlib
 import shutil
@@ -9,7 +10,8 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).parent
-SHIPPED = {"docs": ("*.rst", "*.md"), "conf": ("*.example", "*.ini")}
+SHIPPED = {"docs": ("*.rst", "*.md"), "docs/examples": ("*.py",),
+           "conf": ("*.example", "*.ini")}
 
 
 class BuildWithPages(build_py):

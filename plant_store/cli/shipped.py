@@ -25,6 +25,11 @@ EXAMPLES = {
     "systemd": "plant-store.service.example",
     "systemd-gunicorn": "plant-store-gunicorn.service.example",
 }
+# What a clone has and the wheel does not, at the clone's top level: a page that names one of
+# these says where it is (``plant-store docs`` marks it "in a clone").
+CLONE_FOLDERS = (".ci", "bench", "conf", "docs", "tests")
+CLONE_FILES = ("README.rst", "CHANGELOG.rst", "Containerfile", ".containerignore", "setup.py",
+               "setup.cfg", "MANIFEST.in", "pyproject.toml", "ruff.toml")
 
 
 def _folder(name: str) -> "Traversable":
@@ -44,16 +49,36 @@ def pages() -> dict[str, str]:
 
 
 def page(name: str) -> str:
-    """The text of the page ``name``, one of :func:`pages`; KeyError when there is none.
+    """The source of the page ``name``, one of :func:`pages`; KeyError when there is none.
 
     ``name`` is matched against the names of the files in the docs folder, never joined
     onto its path: a path (``../x``, ``/etc/x``) names no page, so only a page that ships
     is ever read."""
+    return _page_file(name).read_text("utf-8")
+
+
+def is_markdown(name: str) -> bool:
+    """Whether the page ``name`` is Markdown (the contract and the seed), not RST."""
+    return _page_file(name).name.endswith(".md")
+
+
+def _page_file(name: str) -> "Traversable":
     for entry in _folder("docs").iterdir():
         if entry.name in (f"{name}.rst", f"{name}.md") and entry.is_file():
-            text: str = entry.read_text("utf-8")
-            return text
+            return entry
     raise KeyError(name)
+
+
+def docs_file(relative: str) -> str:
+    """A file a page includes (``examples/host_app.py``), by its path from the docs folder,
+    as the page names it; the wheel carries the examples beside the pages."""
+    found = _folder("docs")
+    for part in relative.split("/"):
+        if part in ("", ".", ".."):
+            raise KeyError(relative)
+        found = found.joinpath(part)
+    text: str = found.read_text("utf-8")
+    return text
 
 
 def example(name: str) -> str:

@@ -4,7 +4,8 @@ and the wheel's pages have one source."""
 
 import pathlib
 
-from plant_store.cli.reference import GENERATED
+from plant_store.cli import args
+from plant_store.cli.reference import generated
 
 
 def version() -> str:
@@ -14,7 +15,7 @@ def version() -> str:
 
 def write_all(folder: pathlib.Path) -> None:
     folder.mkdir(exist_ok=True)
-    for name, make in GENERATED.items():
+    for name, make in generated(args.parser()).items():
         text = make()
         path = folder / name
         if not path.exists() or path.read_text("utf-8") != text:  # keep mtimes for rebuilds

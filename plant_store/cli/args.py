@@ -27,4 +27,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.register(commands)
+    # The whole grammar, handed to the handlers as a value (the docs' command-line page is
+    # its help): the modules that register the commands are below this one.
+    top.set_defaults(grammar=top)
     return top

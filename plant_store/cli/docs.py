@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from plant_store import config
-from plant_store.cli import page_text, shipped
+from plant_store.cli import page_text, reference, shipped
 from plant_store.cli.grammar import Commands, command, group
 
 
@@ -36,7 +36,7 @@ def show_docs(args: argparse.Namespace) -> int:
             print(f"{page}\t{title}")
         return 0
     try:
-        text = page_text.text(args.page)
+        text = page_text.text(args.page, reference.generated(args.grammar))
     except KeyError:
         print(f"plant-store: error: there is no page {args.page!r}; 'plant-store docs' lists "
               "them", file=sys.stderr)

@@ -8,7 +8,7 @@ roles the pages use, and nothing is left for the reader to resolve:
 - ``.. code-block::`` and ``::`` blocks are indented text; ``.. list-table::`` is a list of
   rows; ``.. toctree::`` lists the pages with the command that prints each; ``.. contents::``
   and comments are dropped;
-- ``:doc:`x``` is the page's title and ``plant-store docs x``; ``:class:`` and other roles
+- ``:doc:`NAME``` is the page's title and the command that prints it; ``:class:`` and other roles
   their text; double-backquoted literals and links their words (a link's address after it);
 - a file only a clone has (``shipped.CLONE_FOLDERS``, ``shipped.CLONE_FILES``) is marked
   "in a clone", with the command that prints it when there is one, unless its paragraph
@@ -21,9 +21,13 @@ contract and the seed) read as they are.
 import functools
 import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from plant_store.cli import reference, shipped
+from plant_store.cli import shipped
+
+# The generated pages by the name a page includes them by (``_generated/NAME``), each made
+# when included: ``plant_store.cli.reference.generated(parser)``.
+Generated = Mapping[str, Callable[[], str]]
 
 WIDTH = 88
 DIRECTIVE = re.compile(r"^(?P<indent> *)\.\. (?P<name>[\w-]+)::(?: +(?P<arg>.*))?$")
@@ -31,18 +35,19 @@ COMMENT = re.compile(r"^ *\.\.(?: |$)")  # a target (.. _name:) or a comment
 LITERAL = re.compile(r"``(.+?)``", re.DOTALL)
 ROLE = re.compile(r":(?P<role>[\w-]+):`(?P<text>[^`]+)`")
 LINK = re.compile(r"`(?P<text>[^`<]*?)\s*(?:<(?P<target>[^`>]+)>)?`__?(?!\w)")
-SAYS_CLONE = re.compile(r"\b(?:in|of|at) (?:a|the) clone\b|\bthe clone's\b")
+SAYS_CLONE = re.compile(r"\b(?:in|of|at)\s+(?:a|the)\s+clone\b|\bthe\s+clone's\b",
+                        re.IGNORECASE)
 ESCAPED = re.compile(r"\\(.)")
 ITEM = re.compile(r"^ *(?:[-*+] |\d+\. |#\. )")
 
 
-def text(name: str) -> str:
-    """The page ``name`` (one of ``_titles()``) as a terminal shows it; KeyError when
+def text(name: str, generated: Generated) -> str:
+    """The page ``name`` (one of ``shipped.pages()``) as a terminal shows it; KeyError when
     there is none."""
     source = shipped.page(name)
     if shipped.is_markdown(name):
         return source
-    return render(source)
+    return render(source, generated)
 
 
 @functools.cache
@@ -50,9 +55,9 @@ def _titles() -> dict[str, str]:
     return shipped.pages()
 
 
-def render(source: str) -> str:
+def render(source: str, generated: Generated) -> str:
     """reStructuredText, as the pages use it, as plain text."""
-    return "\n".join(_blocks(source.splitlines())).rstrip("\n") + "\n"
+    return "\n".join(_blocks(source.splitlines(), generated)).rstrip("\n") + "\n"
 
 
 def _indent(line: str) -> int:
@@ -70,7 +75,7 @@ def _body(lines: list[str], at: int, indent: int) -> tuple[list[str], int]:
     return lines[at:end], end
 
 
-def _blocks(lines: list[str]) -> list[str]:
+def _blocks(lines: list[str], generated: Generated) -> list[str]:
     out: list[str] = []
     paragraph: list[str] = []
 
@@ -89,12 +94,13 @@ def _blocks(lines: list[str]) -> list[str]:
             body, at = _body(lines, at + 1, indent)
             if directive:
                 out.extend(_directive(directive["name"], (directive["arg"] or "").strip(),
-                                      body, indent, line))
+                                      body, indent, line, generated))
             continue
         at += 1
         if not line.strip():
             flush()
-            out.append("")
+            if out and out[-1]:  # one blank line, where a dropped directive leaves more
+                out.append("")
             continue
         if not line.rstrip().endswith("::"):
             paragraph.append(line)
@@ -147,14 +153,14 @@ def _options(body: list[str]) -> tuple[dict[str, str], list[str]]:
     return options, content
 
 
-def _directive(name: str, arg: str, body: list[str], indent: int, line: str) -> list[str]:
+def _directive(name: str, arg: str, body: list[str], indent: int, line: str,
+               generated: Generated) -> list[str]:
     pad = " " * indent
     options, content = _options(body)
     if name == "include":
-        generated = arg.removeprefix("_generated/")
-        source = (reference.GENERATED[generated]() if generated != arg
-                  else shipped.docs_file(arg))
-        return [pad + part if part else "" for part in render(source).split("\n")]
+        made = arg.removeprefix("_generated/")
+        source = generated[made]() if made != arg else shipped.docs_file(arg)
+        return [pad + part if part else "" for part in render(source, generated).split("\n")]
     if name == "literalinclude":
         return [pad + "    " + part if part.strip() else ""
                 for part in shipped.docs_file(arg).rstrip("\n").split("\n")]
@@ -211,12 +217,19 @@ def _wrap(cell: str, width: int, first: str, rest: str) -> list[str]:
 
 
 def _inline(paragraph: str) -> str:
-    """One paragraph's inline markup as words: literals, roles, links, escapes."""
+    """One paragraph's inline markup as words: literals, roles, links, escapes. The first
+    file only a clone has is marked so, when the paragraph does not say it already."""
     says_clone = bool(SAYS_CLONE.search(paragraph))
-    parts = LITERAL.split(paragraph)
+    out: list[str] = []
     # Odd parts are the literals' text, even parts the prose between them.
-    return "".join(_literal(part, says_clone) if odd % 2 else _prose(part)
-                   for odd, part in enumerate(parts))
+    for at, part in enumerate(LITERAL.split(paragraph)):
+        if at % 2 == 0:
+            out.append(_prose(part))
+            continue
+        where = "" if says_clone else _where(part)
+        says_clone = says_clone or bool(where)
+        out.append(f"{part} ({where})" if where else part)
+    return "".join(out)
 
 
 def _prose(text: str) -> str:
@@ -244,21 +257,17 @@ def _link(match: re.Match[str]) -> str:
     return words or target or ""
 
 
-def _literal(words: str, says_clone: bool) -> str:
-    """A double-backquoted literal's words; a path only a clone has says where it is."""
-    where = "" if says_clone else _where(words)
-    return f"{words} ({where})" if where else words
-
-
 def _where(words: str) -> str:
     top, slash, rest = words.partition("/")
     if " " in words or not (words in shipped.CLONE_FILES
                             or (slash and top in shipped.CLONE_FOLDERS)):
         return ""
-    commands: dict[str, Callable[[str], str]] = {
-        "conf": _conf_command, "docs": _docs_command}
-    command = commands.get(top, lambda rest: "")(rest)
+    command = {"conf": _conf_command, "docs": _docs_command}.get(top, _no_command)(rest)
     return f"in a clone; {command} prints it" if command else "in a clone of the repository"
+
+
+def _no_command(name: str) -> str:
+    return ""
 
 
 def _conf_command(name: str) -> str:

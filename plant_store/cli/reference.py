@@ -8,7 +8,7 @@ where a page includes it).
 - ``http.rst``: every path and method of ``plant_store/http/openapi.json``, its parameters and
   each status it may answer;
 - ``cli.rst``: the ``--help`` of ``plant-store`` and of every sub-command, from the parser
-  in ``plant_store.cli.args``.
+  in ``plant_store.cli.args`` (handed in: it imports the commands, which print these).
 """
 
 import argparse
@@ -49,7 +49,7 @@ def _literal(text: str) -> list[str]:
 
 
 def http_rst() -> str:
-    source = importlib.resources.files("plant_store").joinpath("http", "openapi.json")
+    source = importlib.resources.files("plant_store").joinpath("http").joinpath("openapi.json")
     doc: dict[str, Any] = json.loads(source.read_text("utf-8"))
     info = doc.get("info", {})
     out = [f"Generated from ``plant_store/http/openapi.json`` (OpenAPI {doc['openapi']}, "
@@ -112,10 +112,10 @@ def _columns(width: int) -> Iterator[None]:
             os.environ["COLUMNS"] = before
 
 
-def cli_rst() -> str:
-    from plant_store.cli import args as cli_args
+def cli_rst(parser: argparse.ArgumentParser) -> str:
+    """``parser`` is the whole grammar (``plant_store.cli.args.parser()``), handed down: it
+    is above this module."""
     with _columns(WIDTH):
-        parser = cli_args.parser()
         out = ["Generated from the parser in ``plant_store/cli/args.py``: what ``--help`` "
                "prints.", "", "plant-store", "-----------", "", *_literal(parser.format_help())]
 
@@ -133,6 +133,8 @@ def cli_rst() -> str:
     return "\n".join(out) + "\n"
 
 
-# Each generated page by the name a page includes it by (``_generated/NAME``).
-GENERATED: dict[str, Callable[[], str]] = {
-    "settings.rst": settings_rst, "http.rst": http_rst, "cli.rst": cli_rst}
+def generated(parser: argparse.ArgumentParser) -> dict[str, Callable[[], str]]:
+    """Each generated page by the name a page includes it by (``_generated/NAME``), the
+    command line's from ``parser``."""
+    return {"settings.rst": settings_rst, "http.rst": http_rst,
+            "cli.rst": lambda: cli_rst(parser)}

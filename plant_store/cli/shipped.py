@@ -28,7 +28,8 @@ EXAMPLES = {
 # What a clone has and the wheel does not, at the clone's top level: a page that names one of
 # these says where it is (``plant-store docs`` marks it "in a clone").
 CLONE_FOLDERS = (".ci", "bench", "conf", "docs", "tests")
-CLONE_FILES = ("README.rst", "CHANGELOG.rst", "Containerfile", ".containerignore", "setup.py",
+CLONE_FILES = ("README.rst", "CHANGELOG.rst", "Containerfile", ".containerignore", ".gitignore",
+               "setup.py",
                "setup.cfg", "MANIFEST.in", "pyproject.toml", "ruff.toml")
 
 

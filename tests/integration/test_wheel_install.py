@@ -16,10 +16,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
+from plant_store import config
 from plant_store.cli import args as cli_args
+from plant_store.cli import page_text, reference
+from support.pages import faults
 from support.servers import free_port, http_request, wait_answering
 
 # As tests/unit/cli/test_pip_user_texts.py: a clone's folders of configuration and docs, an
@@ -143,6 +147,38 @@ def test_what_a_pip_user_reads_names_no_clone_path(installed):
     assert "tutorial\t" in listed and "deploying\tDeploy behind a reverse proxy" in listed
     nginx = run([plant_store, "config", "example", "nginx"], empty, env)
     assert nginx.returncode == 0 and "proxy_pass" in nginx.stdout
+
+
+def test_every_page_the_wheel_lists_is_whole(installed):
+    """Issue 50, item 1: the reference pages printed a title and an unfilled include, the
+    embedding page two literalincludes of files the wheel lacked, and the pages sent a pip
+    user to files only a clone has (.ci/run, bench/README.rst, conf/..., tests/...) in raw
+    roles. Each page ``plant-store docs`` lists, printed by the installed wheel: no directive
+    or role left, the generated reference and the examples there, every clone path said to
+    be one, and the same text the clone renders from the same sources."""
+    plant_store, _, dist, empty, env = installed
+    [wheel] = dist.glob("plant_store-*.whl")
+    carried = set(zipfile.ZipFile(wheel).namelist())
+    listed = run([plant_store, "docs"], empty, env)
+    names = [line.split("\t")[0] for line in listed.stdout.splitlines()]
+    assert listed.returncode == 0 and len(names) > 20, listed.stderr
+    printed = {}
+    for name in names:
+        done = run([plant_store, "docs", name], empty, env)
+        assert (done.returncode, done.stderr) == (0, ""), name
+        printed[name] = done.stdout
+    assert {name: faults(text, carried) for name, text in printed.items()} == {
+        name: [] for name in names}
+    for setting in config.SETTINGS:
+        assert f"- {setting.name}\n" in printed["settings"], setting.name
+    assert "\nGET /plants/{id}\n" in printed["http"] and "\n- 412\n" in printed["http"]
+    assert "    usage: plant-store token add" in printed["cli"]
+    for example in ("test_plants_api.py", "host_app.py"):
+        assert f"plant_store/shipped/docs/examples/{example}" in carried
+        first = (ROOT / "docs" / "examples" / example).read_text("utf-8").splitlines()[0]
+        assert f"\n    {first}\n" in printed["embedding"], example
+    generated = reference.generated(cli_args.parser())
+    assert printed == {name: page_text.text(name, generated) for name in names}
 
 
 def test_the_driver_is_added_as_the_error_says(installed):

@@ -16,7 +16,8 @@ descriptor limit of 256 (``prlimit``); ``kill``: one worker killed with SIGKILL.
 ``--duration`` seconds after the attack starts, one honest client creates plants one
 after another, each on a new connection with a 5 s timeout, and ``/ready`` is asked on
 the probe port every second. Printed per attack: the workers' RSS growth per attack
-connection, honest creates/s, the probe's answers, and whether the server still serves.
+connection (at most, sampled every second), honest creates/s, the probe's answers, and
+whether the server still serves.
 """
 
 import argparse
@@ -106,10 +107,11 @@ def run(attack, args):
                 socks.append(opener((host, port)))
             except OSError:
                 failed_opens += 1
-        ready, stop = collections.Counter(), threading.Event()
+        ready, stop, peak = collections.Counter(), threading.Event(), [before]
 
         def probe():
             while not stop.wait(1):
+                peak[0] = max(peak[0], rss_mb(workers(proc)))
                 try:
                     ready[request(host, probes, "GET", "/ready", timeout=2)[0]] += 1
                 except OSError:
@@ -131,7 +133,7 @@ def run(attack, args):
         elapsed = time.monotonic() - started
         stop.set()
         prober.join()
-        grown = rss_mb(workers(proc)) - before
+        grown = max(peak[0], rss_mb(workers(proc))) - before
         per = f"{grown / count:.2f} MB" if count else "-"
         up = proc.poll() is None
         for sock in socks:
@@ -151,7 +153,8 @@ def main():
     parser.add_argument("attacks", nargs="*", default=list(ATTACKS))
     args = parser.parse_args()
     print(f"tree: {args.tree or 'this one'}; load: {os.getloadavg()[0]:.2f}")
-    print("| attack | RSS per connection (growth) | honest creates/s | probe /ready | server |")
+    print("| attack | RSS per connection (peak growth) | honest creates/s | probe /ready | "
+          "server |")
     print("|---|---|---|---|---|")
     for attack in args.attacks:
         try:

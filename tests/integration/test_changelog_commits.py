@@ -40,7 +40,7 @@ def sections(text):
     first."""
     found = []
     heads = list(SECTION.finditer(text))
-    for head, after in zip(heads, [*heads[1:], None]):
+    for head, after in zip(heads, [*heads[1:], None], strict=True):
         body = text[head.end():after.start() if after else len(text)]
         bullets = re.findall(r"^- (.*(?:\n  .*)*)", body, re.MULTILINE)
         found.append((*head.groups(default=""),

@@ -7,9 +7,12 @@
     app = make_app(tokens=["secret"])          # a WSGI app: WebTest, falcon.testing, ...
 
 Nothing touches the disk or the network, and every call makes a new, empty store. With
-pytest, ``pytest_plugins = ["plant_store.testing"]`` in a ``conftest.py`` gives the
-fixtures ``plant_store_app`` (a fresh app per test) and ``plant_store_token`` (a token it
-accepts).
+pytest, ``pytest_plugins = ["plant_store.testing"]`` in the test module that uses the
+fixtures, or in the ``conftest.py`` at the top of your tests (pytest's rootdir: pytest
+refuses ``pytest_plugins`` in a ``conftest.py`` further down), gives the fixtures
+``plant_store_app`` (a fresh app per test) and ``plant_store_token`` (a token it accepts).
+docs/embedding.rst says so in the same words, and how to quiet webob's ``'cgi' is
+deprecated`` warning in a WebTest run.
 """
 
 from collections.abc import Iterable, Iterator, Mapping

@@ -11,7 +11,7 @@ import argparse
 import difflib
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from typing import Any, NoReturn, TypeAlias
 
 from plant_store import config
 
@@ -29,9 +29,14 @@ TOKENS = ("data_dir", "token_file")
 
 
 class Parser(argparse.ArgumentParser):
-    """A parser whose mistakes are told by the command they were made in: an unknown
-    argument with that command's usage (argparse leaves them to the top, whose usage is no
-    help), and a mistyped flag or action with the nearest one it takes."""
+    """A parser whose mistakes are told by the command they were made in (argparse leaves
+    an unknown argument to the top), in two lines: the error, with the nearest flag or
+    action it takes to one mistyped, then where its help is. The usage is not printed: a
+    command's usage is as long as its settings (33 lines for ``serve``), and the error
+    would scroll away above it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\nsee {self.prog} --help\n")
 
     def parse_known_args(
             self, args: Sequence[str] | None = None, namespace: Any = None,

@@ -210,8 +210,9 @@ def _not_found(number: int) -> falcon.HTTPNotFound:
 
 def _changed(number: int) -> falcon.HTTPPreconditionFailed:
     return falcon.HTTPPreconditionFailed(description=(
-        f"Plant {number} has changed since that ETag (If-Match); nothing was changed. "
-        "GET it for its current ETag."))
+        f"Plant {number} is not at that ETag (If-Match): it changed since, or the ETag "
+        "comes from an earlier release or another data set; nothing was changed. GET the "
+        "plant again for its current ETag."))
 
 
 def _failed(exc: PreconditionFailed) -> falcon.HTTPPreconditionFailed:

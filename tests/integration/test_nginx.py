@@ -224,7 +224,8 @@ def test_what_nginx_refuses_itself_is_json_too(proxied, raw, status):
 
 
 def test_deletes_through_nginx_keep_the_clients_connection(proxied):
-    """waitress closes after a 204 (README, Deleting plants); nginx keeps the client's."""
+    """Deletes through nginx keep the client's connection (the service keeps nginx's
+    too: tests/integration/test_plant_update_http.py)."""
     import http.client
 
     _, nginx, token = proxied

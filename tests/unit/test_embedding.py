@@ -3,11 +3,13 @@ refusals, access lines through a host's logging, and the docs' examples, run as 
 
 import io
 import logging
+import pathlib
 import time
 
 import pytest
 import webtest
 
+from plant_store import testing
 from plant_store.app import create_app
 from plant_store.config import Config, ConfigError
 from plant_store.http import access_log
@@ -192,3 +194,19 @@ def test_make_app_takes_static_tokens_and_says_what_else_it_takes():
         make_app(tokens=None)
     assert webtest.TestApp(make_app(tokens=["abc+/=="])).get(
         "/plants", headers={"Authorization": "Bearer abc+/=="}).status_int == 200
+
+
+def _where_the_plugin_goes(text):
+    """The sentence that says where ``pytest_plugins`` goes, its words only."""
+    words = " ".join(text.split())
+    start = words.index('``pytest_plugins = ["plant_store.testing"]``')
+    return words[start:words.index(" gives ", start)]
+
+
+def test_the_testing_docstring_and_the_embedding_page_put_pytest_plugins_in_one_place():
+    """Issue 50, item 8: the docstring said a conftest.py, the page's example a test module;
+    pytest takes either, but a conftest.py only at the top (its rootdir)."""
+    page = (pathlib.Path(__file__).parents[2] / "docs" / "embedding.rst").read_text()
+    said = _where_the_plugin_goes(testing.__doc__ or "")
+    assert said == _where_the_plugin_goes(page)
+    assert "test module" in said and "``conftest.py`` at the top" in said, said

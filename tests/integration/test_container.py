@@ -190,3 +190,22 @@ def test_image_serves_and_keeps_its_plants_in_the_volume(image, runner):
         assert run.stop(server)[0] == 0
     finally:
         run.close()
+
+
+def test_the_image_keeps_nothing_of_the_hosts_pip_settings(image):
+    """What the build was lent (pip.conf, the CA bundle, local indexes) stays on the host:
+    at most the empty mount points podman leaves behind."""
+    engine, tag = image
+    if os.geteuid() != 0:
+        pytest.skip("mounting an image's root filesystem needs root")
+    rootfs = images.Rootfs(engine, tag)
+    try:
+        pip_conf = os.path.join(rootfs.root, "etc/pip.conf")
+        assert not os.path.exists(pip_conf) or os.path.getsize(pip_conf) == 0
+        lent = [os.path.join(top, name)
+                for top, _, names in os.walk(os.path.join(rootfs.root, "run/host-pip"))
+                for name in names]
+        assert [path for path in lent if os.path.getsize(path)] == []
+        assert not os.path.exists(os.path.join(rootfs.root, "src"))
+    finally:
+        rootfs.close()

@@ -1,6 +1,12 @@
 """Creates combined into batches on PostgreSQL (batches.py, query ``create``), with every
 batch formed on purpose: a first create is held at a lock while the others queue behind it
-in a known order, so they run as the next batch, one statement and one transaction."""
+in a known order, so they run as the next batch, one statement and one transaction.
+
+Every step waits for an event it can see (a backend waiting at a lock, a call in the
+batcher's queue), never for a clock: a batch held on purpose waits at its row as long as
+the test holds it (HELD, not the product's BATCH_LOCK_WAIT of 50 ms, which a loaded
+machine outlasts while the test is still queueing), the stores' deadlines are PATIENT
+unless a deadline is what a test is about, and ``until`` only bounds a hang."""
 
 import collections
 import contextlib
@@ -13,30 +19,40 @@ import pytest
 
 from plant_store.stores import Conflict, Plant, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore, schema
+from plant_store.stores.postgres.creates import BATCH_LOCK_WAIT
 from plant_store.stores.postgres.queries import QUERIES
 
 HOOKS = ("http://127.0.0.1:9/hook",)
+PATIENT = 60.0  # seconds: a deadline no setup reaches, however loaded the machine
+HELD = "60s"  # a batch's lock_timeout while a test holds it at a row on purpose
+BATCH = "-- A batch of creates"  # how query create starts; create_one (a lone create or a
+ONE = "-- The batch of one"  # member gone alone) starts so
 
 
 @pytest.fixture
 def pg(database_url):
-    with PostgresStore(database_url, statement_timeout=5) as store:
+    with PostgresStore(database_url, timeout=PATIENT, statement_timeout=PATIENT) as store:
         yield store
 
 
-def until(condition, timeout=10.0):
+def until(condition, what, timeout=PATIENT):
+    """What ``condition()`` returns once it is true, polled; ``timeout`` only bounds a hang
+    (the test fails saying what it waited for), it never decides an outcome."""
     deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"waited {timeout:g} s for {what}"
+        time.sleep(0.01)
+    return found
 
 
-def waiting_for_locks(url):
+def waiting_for_locks(url, *queries, event="Lock"):
+    """The backends running a create (``queries``: how their statement starts; default
+    either create query) that wait at a lock (``event``: or another wait_event_type)."""
     with psycopg.connect(url, autocommit=True) as conn:
         return [pid for (pid,) in conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database() AND (query LIKE '-- A batch of creates%' "
-            "OR query LIKE '-- The batch of one%')")]
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = %s "
+            "AND datname = current_database() AND query LIKE ANY(%s)",
+            [event, [f"{query}%" for query in queries or (BATCH, ONE)]])]
 
 
 @contextlib.contextmanager
@@ -66,9 +82,11 @@ def queue_behind_a_held_create(store, url, plants, *, gate_id=1000, release=None
     """Create ``plants`` as one batch: a create of ``gate_id`` waits at a row lock (with
     ``table``, a table lock) while they queue behind it in order; ``release(conn)``
     (default: roll the lock back) lets it go. Returns each plant's outcome, in order, and
-    the gate's."""
+    the gate's. Until ``release`` sets it back, a batch waits at a held row as long as the
+    test holds it (HELD): the gate goes on when the test says, not after BATCH_LOCK_WAIT."""
     outcomes = [None] * (len(plants) + 1)
     store._creates._patience = 60  # they wait for the held batch, however long
+    store._creates._lock_wait = HELD
 
     def go(index, plant):
         outcomes[index] = run(store, plant)
@@ -77,15 +95,16 @@ def queue_behind_a_held_create(store, url, plants, *, gate_id=1000, release=None
     with inserted(url, None if table else gate_id) as gate:
         threads.append(threading.Thread(target=go, args=(len(plants), Plant(gate_id, "gate"))))
         threads[0].start()
-        until(lambda: waiting_for_locks(url))
+        until(lambda: waiting_for_locks(url), f"the create of {gate_id} to wait at its lock")
         for index, plant in enumerate(plants):
             threads.append(threading.Thread(target=go, args=(index, plant)))
             threads[-1].start()
-            until(lambda n=index + 1: len(store._creates._queue) == n)
+            until(lambda n=index + 1: len(store._creates._queue) == n,
+                  f"{index + 1} creates queued behind the held one")
         if release:
             release(gate)
     for thread in threads:
-        thread.join(30)
+        thread.join(PATIENT)
         assert not thread.is_alive()
     return outcomes[:-1], outcomes[-1]
 
@@ -229,10 +248,12 @@ def test_a_batch_whose_connection_is_lost_is_retried_and_answered_once(pg, datab
     with inserted(database_url, 101) as second_gate:
         def kill_the_second_batch(gate):
             gate.rollback()  # the first batch (the gate create) goes through
-            until(lambda: len(waiting_for_locks(database_url)) == 1)  # the batch, at 101
+            (batch,) = until(lambda: waiting_for_locks(database_url, BATCH),
+                             "the batch to wait at 101")
             with psycopg.connect(database_url, autocommit=True) as conn:
-                conn.execute("SELECT pg_terminate_backend(%s)", waiting_for_locks(database_url))
-            until(lambda: len(waiting_for_locks(database_url)) == 1)  # the retry, at 101
+                conn.execute("SELECT pg_terminate_backend(%s)", [batch])
+            until(lambda: set(waiting_for_locks(database_url, BATCH)) - {batch},
+                  "the batch's retry, on another connection, to wait at 101")
             second_gate.rollback()
 
         outcomes, gate = queue_behind_a_held_create(
@@ -255,7 +276,8 @@ def test_two_instances_batching_the_same_ids_in_opposite_orders_never_deadlock(d
     (220) after their leads' gates (1000, 1001) open; in arrival order one would hold
     200..219 and the other 239..221, each then waiting for the other (a deadlock, found
     after deadlock_timeout and retried)."""
-    with PostgresStore(database_url) as one, PostgresStore(database_url) as two, \
+    with PostgresStore(database_url, timeout=PATIENT, statement_timeout=PATIENT) as one, \
+            PostgresStore(database_url, timeout=PATIENT, statement_timeout=PATIENT) as two, \
             psycopg.connect(database_url, autocommit=True) as admin, \
             psycopg.connect(database_url) as holder:
         def deadlocks():
@@ -271,6 +293,7 @@ def test_two_instances_batching_the_same_ids_in_opposite_orders_never_deadlock(d
         ids = list(range(200, 240))
         results, threads = [], []
         one._creates._patience = two._creates._patience = 60
+        one._creates._lock_wait = two._creates._lock_wait = HELD  # at 220 until let go
 
         def create(store, plant):
             thread = threading.Thread(target=lambda: results.append(run(store, plant)))
@@ -279,15 +302,19 @@ def test_two_instances_batching_the_same_ids_in_opposite_orders_never_deadlock(d
 
         for store, gate, order, waiting in ((one, 1000, ids, 1), (two, 1001, ids[::-1], 2)):
             create(store, Plant(gate, "gate"))
-            until(lambda n=waiting: len(waiting_for_locks(database_url)) == n)
+            until(lambda n=waiting: len(waiting_for_locks(database_url, ONE)) == n,
+                  f"the create of {gate} to wait at its lock")
             for n, plant_id in enumerate(order):
                 create(store, Plant(plant_id, "same"))
-                until(lambda s=store, k=n + 1: len(s._creates._queue) == k)
+                until(lambda s=store, k=n + 1: len(s._creates._queue) == k,
+                      f"{n + 1} creates queued behind {gate}")
         holder.execute("ROLLBACK TO SAVEPOINT gates")  # the gates open; 220 stays held
-        until(lambda: len(waiting_for_locks(database_url)) == 2)  # both batches wait
+        until(lambda: len(waiting_for_locks(database_url, BATCH)) == 2,
+              "both batches of 40 to wait at 220")
         holder.rollback()
         for thread in threads:
-            thread.join(30)
+            thread.join(PATIENT)
+            assert not thread.is_alive()
         assert all(isinstance(outcome, tuple) for outcome in results), results
         created = [outcome[0].id for outcome in results if outcome[1]]
         assert sorted(created) == [*ids, 1000, 1001]
@@ -461,18 +488,38 @@ def test_members_of_a_batch_that_may_have_committed_never_answer_not_done(databa
     """Found by the hostile pass: a batch's attempt lost its connection (it may have
     committed), its retry found a row locked, and each member went alone on a fresh
     operation: one that then got no connection answered that it was not created, though
-    the first attempt may have stored it. Members gone alone now carry the doubt."""
-    def kill_the_batch(gate):
-        gate.rollback()  # the gate's create goes through; the batch waits at 21
-        until(lambda: len(waiting_for_locks(database_url)) == 1)
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute("SELECT pg_terminate_backend(%s)", waiting_for_locks(database_url))
+    the first attempt may have stored it. Members gone alone now carry the doubt.
 
-    with PostgresStore(database_url, pool_size=1, timeout=1.5, statement_timeout=5) as store, \
+    The first attempt is held in a trigger (a wait no lock_timeout ends) until the test has
+    killed it; the retry then meets 21 locked and gives it BATCH_LOCK_WAIT, as any batch.
+    The deadline (4 s) is this test's subject: the setup before it takes a fraction."""
+    def kill_the_batch(gate):
+        store._creates._lock_wait = BATCH_LOCK_WAIT  # for the batch of 21, 22, 23
+        gate.rollback()  # the gate's create goes through; the batch is held at 21
+        (batch,) = until(lambda: waiting_for_locks(database_url, BATCH, event="Timeout"),
+                         "the batch to be held in the trigger (pg_sleep)")
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", [batch])
+            conn.execute("DELETE FROM hold_in_trigger")  # the retry goes on to 21's lock
+
+    with PostgresStore(database_url, pool_size=1, timeout=4, statement_timeout=5) as store, \
             psycopg.connect(database_url) as held:  # every member's row, left open
-        for plant_id in (21, 22, 23):
-            held.execute("INSERT INTO plant_store_plants (id, name, position) "
-                         "VALUES (%s, '', %s)", [plant_id, -plant_id])
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("""
+                CREATE TABLE hold_in_trigger (id bigint);
+                CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    WHILE EXISTS (SELECT FROM hold_in_trigger WHERE id = NEW.id) LOOP
+                        PERFORM pg_sleep(0.01);
+                    END LOOP;
+                    RETURN NEW;
+                END $$;
+                CREATE TRIGGER hold BEFORE INSERT ON plant_store_plants
+                FOR EACH ROW EXECUTE FUNCTION hold();""")
+            for plant_id in (21, 22, 23):
+                held.execute("INSERT INTO plant_store_plants (id, name, position) "
+                             "VALUES (%s, '', %s)", [plant_id, -plant_id])
+            conn.execute("INSERT INTO hold_in_trigger VALUES (21)")  # the held rows are in
         outcomes, gate = queue_behind_a_held_create(
             store, database_url, [Plant(21, "a"), Plant(22, "b"), Plant(23, "c")],
             release=kill_the_batch)
@@ -490,16 +537,16 @@ def test_a_lone_create_at_a_locked_row_holds_back_no_later_create(database_url):
     holds kept the one batch slot until its deadline, so every other create first waited
     BATCH_PATIENCE (median 5.5 -> 55 ms). Its batch now gives the row BATCH_LOCK_WAIT, as
     any batch does, and the create then waits alone, outside the batches."""
-    with PostgresStore(database_url, timeout=3, statement_timeout=5) as store, \
+    with PostgresStore(database_url, timeout=PATIENT, statement_timeout=PATIENT) as store, \
             inserted(database_url, 5):
         store._creates._patience = 60  # a create that finds the slot taken waits for it
         stuck = threading.Thread(target=run, args=(store, Plant(5, "x")))
         stuck.start()
-        until(lambda: waiting_for_locks(database_url))
-        started = time.monotonic()
+        until(lambda: waiting_for_locks(database_url), "the create of 5 to wait at its lock")
         for plant_id in range(100, 110):
             assert run(store, Plant(plant_id, "y")) == (Plant(plant_id, "y"), True)
-        took = time.monotonic() - started
-        assert stuck.is_alive()  # still waiting at its row, alone
-    stuck.join(10)
-    assert took < 2, took  # not each behind the stuck create's batch, until its deadline
+        # Answered while the stuck create still waits at its row, alone: not each behind
+        # its batch until its deadline (PATIENT), which would have ended it first.
+        assert stuck.is_alive()
+    stuck.join(PATIENT)
+    assert not stuck.is_alive()

@@ -23,15 +23,17 @@ kernel's side of each socket, once a second, in a thread of the worker:
   call of the app in flight began since its last byte, or every request thread is busy
   (the request may wait for one); so a running request is never cut;
 - at ``limit`` connections (granian takes no more: its backpressure), every connection
-  quiet for EVICT_AFTER seconds and not busy (as above) is closed so
-  that new clients get in, and the next sweep follows in RESWEEP seconds (granian takes
-  the next connections from the kernel's queue, which may have waited there as long);
-  if that frees fewer than one slot in HEADROOM, the answers that waited UNREAD_AFTER
-  seconds or more are reset too, the slowest readers first (the slowest, not a cap per
-  address: behind a proxy every connection has its address; a client that reads takes
-  what the kernel sends at once, so its answer waits little);
-- :meth:`unready` says so while every slot stayed held after all that (the probe port's
-  ``/ready``).
+  quiet for EVICT_AFTER seconds and not busy (as above) is closed so that new clients
+  get in, and the next sweep follows in RESWEEP seconds (granian takes the next
+  connections from the kernel's queue, which may have waited there as long); if that
+  frees fewer than one slot in HEADROOM while clients wait in the listening socket's
+  queue (``TCP_INFO`` of a listener: its queue's length), the answers that waited
+  UNREAD_AFTER seconds or more are reset too, the slowest readers first: the slowest,
+  not a cap per address (behind a proxy every connection has its address); a client
+  that reads takes what the kernel sends at once, so its answer waits little; and none
+  while nobody waits (a slow download is cut only for a client that would not get in);
+- :meth:`unready` says so while every slot stayed held after all that and clients wait
+  in the queue (the probe port's ``/ready``).
 
 Invariant: the upkeep never closes a descriptor of granian's (only its own duplicates),
 and never acts on a socket that is not a connection to ``port`` (the probe port's, the
@@ -64,6 +66,8 @@ SLACK = 0.05  # seconds between a request's last byte and the app's call, at mos
 SIOCOUTQ = termios.TIOCOUTQ  # the same request number for a TCP socket: unacknowledged bytes
 _INFO = struct.Struct("=B7x16x20x4I60x2Q8xI")  # linux/tcp.h struct tcp_info, up to notsent
 _LINGER_NOW = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: a close resets
+_QUEUE = struct.Struct("=B23xI")  # tcpi_state, tcpi_unacked (a listener: its queue)
+_LISTEN = 10  # TCP_LISTEN in tcpi_state
 
 
 @dataclass
@@ -109,10 +113,12 @@ def read(sock: socket.socket) -> Seen:
     return Seen(sent / 1000, received_ago / 1000, received, acked, queued)
 
 
-def connections(port: int) -> dict[int, socket.socket]:
+def connections(port: int) -> tuple[dict[int, socket.socket], int]:
     """This process's connections to ``port``, as duplicates of their descriptors (the
-    caller closes them), by socket inode (a connection's identity while it lives)."""
+    caller closes them), by socket inode (a connection's identity while it lives); and how
+    many connections wait in its listening sockets' queues for the server to take them."""
     found: dict[int, socket.socket] = {}
+    waiting = 0
     for name in os.listdir("/proc/self/fd"):
         try:
             if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
@@ -128,15 +134,28 @@ def connections(port: int) -> dict[int, socket.socket]:
         try:
             if (sock.type == socket.SOCK_STREAM and sock.family in (socket.AF_INET,
                                                                     socket.AF_INET6)
-                    and sock.getsockname()[1] == port and sock.getpeername()):
+                    and sock.getsockname()[1] == port):
                 inode = os.fstat(copy).st_ino
-                if inode not in found:  # a number listed may since be one of our copies
+                if _listening(sock):
+                    waiting += _queued(sock)
+                elif inode not in found:  # a number listed may since be one of our copies
+                    sock.getpeername()  # connected, not ending
                     found[inode] = sock
                     continue
         except OSError:
-            pass  # the listener (no peer), or a socket ending
+            pass  # a socket ending
         sock.close()
-    return found
+    return found, waiting
+
+
+def _listening(sock: socket.socket) -> bool:
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _LISTEN
+
+
+def _queued(sock: socket.socket) -> int:
+    """A listening socket's accept queue: Linux reports it as tcpi_unacked."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _QUEUE.size)
+    return int(_QUEUE.unpack(info)[1])
 
 
 def close(sock: socket.socket, reset: bool) -> None:
@@ -202,7 +221,7 @@ class ConnectionUpkeep:
     def sweep(self, now: float) -> list[tuple[int, str]]:
         """One pass of the rules; what it closed, each as (inode, why)."""
         step, self._last = (now - self._last if self._last else 0.0), now
-        socks = connections(self._port)
+        socks, waiting = connections(self._port)
         closed: list[tuple[int, str]] = []
         try:
             idle, reading = [], []
@@ -227,8 +246,8 @@ class ConnectionUpkeep:
                 del self._answers[gone]
             held = len(socks) - len(closed)
             if held >= self._limit:
-                held = self._evict(socks, idle, reading, held, closed)
-            self.held = held >= self._limit
+                held = self._evict(socks, idle, reading if waiting else [], held, closed)
+            self.held = held >= self._limit and waiting > 0
         finally:
             for sock in socks.values():
                 sock.close()  # the duplicates only

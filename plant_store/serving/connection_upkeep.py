@@ -24,8 +24,10 @@ kernel's side of each socket, once a second, in a thread of the worker:
   (the request may wait for one); so a running request is never cut;
 - at ``limit`` connections (granian takes no more: its backpressure), every connection
   quiet for EVICT_AFTER seconds and not busy (as above) is closed so that new clients
-  get in, and the next sweep follows in RESWEEP seconds (granian takes the next
-  connections from the kernel's queue, which may have waited there as long); if that
+  get in (one that has sent nothing, after UNREAD_AFTER while clients wait: an honest
+  client sends as it connects), and the next sweep follows in RESWEEP seconds (granian
+  takes the next connections from the kernel's queue, which may have waited there as
+  long); if that
   frees fewer than one slot in HEADROOM while clients wait in the listening socket's
   queue (``TCP_INFO`` of a listener: its queue's length), the answers that waited
   UNREAD_AFTER seconds or more are reset too, the slowest readers first: the slowest,
@@ -246,7 +248,7 @@ class ConnectionUpkeep:
                 del self._answers[gone]
             held = len(socks) - len(closed)
             if held >= self._limit:
-                held = self._evict(socks, idle, reading if waiting else [], held, closed)
+                held = self._evict(socks, idle, reading, held, closed, waiting)
             self.held = held >= self._limit and waiting > 0
         finally:
             for sock in socks.values():
@@ -279,15 +281,16 @@ class ConnectionUpkeep:
         return "idle"
 
     def _evict(self, socks: dict[int, socket.socket], idle: list[tuple[int, Seen]],
-               reading: list[tuple[int, Seen]], held: int,
-               closed: list[tuple[int, str]]) -> int:
+               reading: list[tuple[int, Seen]], held: int, closed: list[tuple[int, str]],
+               waiting: int) -> int:
         for inode, seen in idle:
-            if seen.quiet >= EVICT_AFTER:
+            silent = seen.received == 0 and waiting  # a client sends as it connects
+            if seen.quiet >= (UNREAD_AFTER if silent else EVICT_AFTER):
                 close(socks[inode], reset=False)
                 closed.append((inode, "idle at the limit"))
                 held -= 1
         waited = [(inode, seen) for inode, seen in reading
-                  if self._answers[inode].waited >= UNREAD_AFTER]
+                  if waiting and self._answers[inode].waited >= UNREAD_AFTER]
         waited.sort(key=lambda item: self._rate(*item))
         for inode, _ in waited[:max(0, held - self._limit + max(1, self._limit // HEADROOM))]:
             close(socks[inode], reset=True)

@@ -31,6 +31,7 @@ import multiprocessing.connection
 import multiprocessing.util
 import os
 import pathlib
+import resource
 import signal
 import socket
 import threading
@@ -56,6 +57,10 @@ log = logging.getLogger("plant_store.server")  # the name users filter on
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"  # the client's multiprocess directory
 
+# Descriptors a worker needs beside its connections: its store, pool, log, probe port,
+# pipes, and the connection upkeep's copies (the hostile pass on issue 49: a limit the
+# descriptors could not hold left granian's accept loop spinning on EMFILE).
+RESERVED_FDS = 64
 HEADER_DEADLINE_MAX = 60  # seconds: hyper's header_read_timeout, as granian takes it
 STARTUP = 0.05  # seconds between looks for the workers' listening socket
 
@@ -72,7 +77,8 @@ def refusal(config: Config) -> tuple[str, str] | None:
       connection upkeep (:mod:`plant_store.serving.connection_upkeep`), how long a
       connection may send nothing at all, and an answer go untaken;
     - connection_limit: the connections each worker takes (granian's backpressure); at
-      the limit, the upkeep lets idle connections go, then the slowest readers;
+      the limit, the upkeep lets idle connections go, then the slowest readers; refused
+      above what the descriptor limit leaves beside RESERVED_FDS;
       channel_timeout, min_send_rate and send_rate_window: kept by the upkeep as waitress
       keeps them;
     - HTTP/1.1 only, over TLS too: no HTTP/2 (see :func:`_run`);
@@ -85,6 +91,12 @@ def refusal(config: Config) -> tuple[str, str] | None:
     if config.request_timeout > HEADER_DEADLINE_MAX:
         return "request_timeout", (f"granian's header deadline is at most "
                                    f"{HEADER_DEADLINE_MAX} s")
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft != resource.RLIM_INFINITY and config.connection_limit + RESERVED_FDS > soft:
+        return "connection_limit", (
+            f"each granian worker takes {config.connection_limit} connections and needs "
+            f"{RESERVED_FDS} descriptors beside them, but may open {soft} (ulimit -n): "
+            f"at most {max(0, soft - RESERVED_FDS)} here, or raise the limit")
     problem = one_process_problem(config.store, config.workers, "granian", "workers = 1")
     if problem:
         return "workers", problem

@@ -9,7 +9,9 @@ certificate file as the chain, and the first private key block of the key file; 
 the first certificate (the server's own) as webpki does, and loads the key with ring. The
 invariants checked here, each refused in one line naming the setting to fix:
 
-- both files are readable; the certificate file holds PEM ``CERTIFICATE`` blocks, the key
+- both files are readable regular files of at most MAX_SIZE bytes (a FIFO or a device
+  would hang the start); the certificate file holds PEM ``CERTIFICATE`` blocks, each
+  beginning a line (a byte-order mark hides the first from rustls), the key
   file an unencrypted private key (PKCS#8 ``PRIVATE KEY``, ``RSA PRIVATE KEY`` or ``EC
   PRIVATE KEY``: granian is given no passphrase, and the ``ssl`` module would prompt for
   one on the terminal);
@@ -60,7 +62,11 @@ KEY_NAMES = {  # what a refused key is, by its algorithm (or curve)
     "1.3.132.0.10": "secp256k1"}
 TAKEN = ("granian's TLS (rustls with ring) signs with RSA keys of 2048, 3072 or 4096 bits, "
          "ECDSA on P-256 or P-384, or Ed25519")
-PEM = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
+# A block begins at a line's start, as rustls reads it (a byte-order mark before the first
+# one hid it from rustls: the hostile pass on issue 49).
+PEM = re.compile(rb"^-----BEGIN ([A-Z0-9 ]+)-----\r?\n(.*?)-----END \1-----",
+                 re.DOTALL | re.MULTILINE)
+MAX_SIZE = 1 << 20  # bytes: a certificate chain or a key is a few kilobytes
 KEY_LABELS = {b"PRIVATE KEY", b"RSA PRIVATE KEY", b"EC PRIVATE KEY", b"ENCRYPTED PRIVATE KEY",
               b"DSA PRIVATE KEY"}
 
@@ -111,11 +117,25 @@ def check(certificate: str, key: str, now: float | None = None) -> Checked:
 
 
 def _read(setting: str, path: str) -> bytes:
+    """The file, if it is a regular one of at most MAX_SIZE bytes: a FIFO, a device
+    (``/dev/zero``) or a huge file would hang the start or fill its memory."""
     try:
-        with open(path, "rb") as file:
-            return file.read()
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: no wait here
     except OSError as exc:
         raise TlsFileError(setting, f"cannot read {path}: {exc.strerror}") from None
+    info = os.fstat(descriptor)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(descriptor)
+        raise TlsFileError(setting, f"{path} is not a regular file")
+    if info.st_size > MAX_SIZE:
+        os.close(descriptor)
+        raise TlsFileError(setting, f"{path} is {info.st_size} bytes: more than "
+                                    f"{MAX_SIZE} is no certificate or key")
+    with open(descriptor, "rb") as file:
+        try:
+            return file.read(MAX_SIZE + 1)
+        except OSError as exc:
+            raise TlsFileError(setting, f"cannot read {path}: {exc.strerror}") from None
 
 
 def _blocks(setting: str, pem: bytes) -> list[tuple[bytes, bytes]]:

@@ -212,3 +212,20 @@ def test_every_slot_held_by_requests_arriving_is_unready(pairs):
         time.sleep(0.05)
         assert keeper.sweep(time.monotonic()) == []
     assert keeper.held and "connection slot (3)" in keeper.unready()
+
+
+def test_at_the_limit_with_clients_waiting_silent_connections_go_within_a_quarter_second(
+        pairs):
+    """The hostile pass on issue 49: attackers that connect and send nothing, reconnecting
+    as each is let go, held the slots a second each, so an honest client waited a second
+    for every one (2.5 creates/s). An honest client sends as it connects: while others
+    wait, one that has sent nothing goes after UNREAD_AFTER."""
+    silent = [pairs.connect()[1] for _ in range(3)]
+    keeper = upkeep(pairs.port, limit=3)
+    time.sleep(connection_upkeep.UNREAD_AFTER + 0.05)
+    assert keeper.sweep(time.monotonic()) == []  # nobody waits: they may stay
+    with socket.create_connection(("127.0.0.1", pairs.port)):
+        time.sleep(0.05)
+        closed = keeper.sweep(time.monotonic())
+    assert [why for _, why in closed] == ["idle at the limit"] * 3
+    assert all(ended(client) for client in silent)

@@ -287,3 +287,19 @@ def test_a_killed_worker_is_replaced_logged_and_counted_and_no_write_is_lost(tmp
         kept = {plant["name"] for plant in listing(server.request, token)}
         assert acknowledged and {f"w{n}" for n in acknowledged} <= kept
     assert server.proc.returncode == 0
+
+
+def test_a_connection_limit_the_descriptors_cannot_hold_is_refused_in_one_line(tmp_path):
+    """The hostile pass on issue 49: with 256 descriptors and connection_limit 300, a
+    flood left granian's accept loop spinning on EMFILE (295,000 log lines in 30 s), the
+    upkeep unable to open its copies and /ready unanswered. Refused at start instead."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        ["prlimit", "--nofile=256", sys.executable, "-m", "plant_store", "serve",
+         *GRANIAN, "--port", "0", "--data-dir", str(tmp_path), "--connection-limit", "300"],
+        capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert "connection_limit" in line and "may open 256" in line and "at most 192" in line

@@ -45,3 +45,40 @@ def test_a_good_pair_passes_and_warnings_say_what_still_serves(tmp_path):
                            now=(end - datetime.timedelta(days=6)).timestamp()).warnings
     with pytest.raises(tls_files.TlsFileError, match="the certificate expired on"):
         tls_files.check(str(cert), str(key), now=(end + datetime.timedelta(days=1)).timestamp())
+
+
+@pytest.mark.parametrize("which", ["tls_certificate", "tls_key"])
+@pytest.mark.parametrize("bad", ["fifo", "/dev/zero", "huge", "directory"])
+def test_a_file_that_is_no_regular_file_or_too_big_is_refused_at_once(which, bad, tmp_path):
+    """The hostile pass on issue 49: a FIFO as the key or certificate hung the start, and
+    /dev/zero filled its memory at 340 MB/s; a 200 MB file was read whole."""
+    import os
+    import time
+
+    cert, key = bad_certificates.make("good", tmp_path)
+    target = tmp_path / "bad"
+    if bad == "fifo":
+        os.mkfifo(target)
+    elif bad == "huge":
+        target.write_bytes(cert.read_bytes() + b"\n" * (tls_files.MAX_SIZE + 1))
+    elif bad == "directory":
+        target.mkdir()
+    else:
+        target = bad
+    files = {"tls_certificate": str(cert), "tls_key": str(key), which: str(target)}
+    started = time.monotonic()
+    with pytest.raises(tls_files.TlsFileError) as refused:
+        tls_files.check(files["tls_certificate"], files["tls_key"])
+    assert time.monotonic() - started < 2
+    assert refused.value.setting == which
+    said = "bytes: more than" if bad == "huge" else "is not a regular file"
+    assert said in str(refused.value), str(refused.value)
+
+
+def test_a_byte_order_mark_before_the_certificate_is_refused(tmp_path):
+    """The hostile pass on issue 49: the check read the block after a UTF-8 byte-order
+    mark, rustls did not, and every worker panicked (NoCertificatesPresented)."""
+    cert, key = bad_certificates.make("good", tmp_path)
+    cert.write_bytes(b"\xef\xbb\xbf" + cert.read_bytes())
+    with pytest.raises(tls_files.TlsFileError, match="no certificate in the file"):
+        tls_files.check(str(cert), str(key))

@@ -25,9 +25,9 @@ kernel's side of each socket, once a second, in a thread of the worker:
 - at ``limit`` connections (granian takes no more: its backpressure), every connection
   quiet for EVICT_AFTER seconds and not busy (as above) is closed so that new clients
   get in (one that has sent nothing, after UNREAD_AFTER while clients wait: an honest
-  client sends as it connects), and the next sweep follows in RESWEEP seconds (granian
-  takes the next connections from the kernel's queue, which may have waited there as
-  long); if that
+  client sends as it connects), and while clients wait the sweeps come every RESWEEP
+  seconds (granian takes the next connections from the kernel's queue, which may have
+  waited there as long); if that
   frees fewer than one slot in HEADROOM while clients wait in the listening socket's
   queue (``TCP_INFO`` of a listener: its queue's length), the answers that waited
   UNREAD_AFTER seconds or more are reset too, the slowest readers first: the slowest,
@@ -60,7 +60,7 @@ from dataclasses import dataclass
 log = logging.getLogger("plant_store.server")
 
 INTERVAL = 1.0  # seconds between sweeps
-RESWEEP = 0.02  # seconds to the next sweep after one that let connections go at the limit
+RESWEEP = 0.05  # seconds to the next sweep while clients wait at the limit
 EVICT_AFTER = 1.0  # seconds a connection may sit idle at the limit
 UNREAD_AFTER = 0.25  # seconds an answer may wait at the limit (a reader's window is open)
 HEADROOM = 20  # at the limit, the upkeep frees one connection slot in this many
@@ -185,6 +185,7 @@ class ConnectionUpkeep:
         self._answers: dict[int, _Answer] = {}
         self._last = 0.0
         self.held = False
+        self._crowded = False  # at the limit with clients waiting, before letting any go
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -217,8 +218,9 @@ class ConnectionUpkeep:
                 log.exception("connection upkeep failed a sweep")
                 closed = []
             # Granian takes as many from its queue as were let go, and those may have
-            # waited there idle as long: the next sweep comes at once, until none is left.
-            pause = RESWEEP if any(why.endswith("limit") for _, why in closed) else INTERVAL
+            # waited there idle as long; while clients wait, the next sweep comes soon.
+            crowded = self._crowded or any(why.endswith("limit") for _, why in closed)
+            pause = RESWEEP if crowded else INTERVAL
 
     def sweep(self, now: float) -> list[tuple[int, str]]:
         """One pass of the rules; what it closed, each as (inode, why)."""
@@ -247,6 +249,7 @@ class ConnectionUpkeep:
             for gone in self._answers.keys() - {inode for inode, _ in reading}:
                 del self._answers[gone]
             held = len(socks) - len(closed)
+            self._crowded = held >= self._limit and waiting > 0
             if held >= self._limit:
                 held = self._evict(socks, idle, reading, held, closed, waiting)
             self.held = held >= self._limit and waiting > 0

@@ -30,7 +30,8 @@ kernel's side of each socket, once a second, in a thread of the worker:
   waited there as long); if that
   frees fewer than one slot in HEADROOM while clients wait in the listening socket's
   queue (``TCP_INFO`` of a listener: its queue's length), the answers that waited
-  UNREAD_AFTER seconds or more are reset too, the slowest readers first: the slowest,
+  UNREAD_AFTER seconds or more are reset too, as many as clients wait (one slot in
+  HEADROOM at least), the slowest readers first: the slowest,
   not a cap per address (behind a proxy every connection has its address); a client
   that reads takes what the kernel sends at once, so its answer waits little; and none
   while nobody waits (a slow download is cut only for a client that would not get in);
@@ -295,7 +296,8 @@ class ConnectionUpkeep:
         waited = [(inode, seen) for inode, seen in reading
                   if waiting and self._answers[inode].waited >= UNREAD_AFTER]
         waited.sort(key=lambda item: self._rate(*item))
-        for inode, _ in waited[:max(0, held - self._limit + max(1, self._limit // HEADROOM))]:
+        room = max(held - self._limit + max(1, self._limit // HEADROOM), waiting)
+        for inode, _ in waited[:room]:
             close(socks[inode], reset=True)
             closed.append((inode, "slowest reader at the limit"))
             held -= 1

@@ -34,6 +34,7 @@ import pathlib
 import resource
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -61,6 +62,7 @@ ENV = "PROMETHEUS_MULTIPROC_DIR"  # the client's multiprocess directory
 # pipes, and the connection upkeep's copies (the hostile pass on issue 49: a limit the
 # descriptors could not hold left granian's accept loop spinning on EMFILE).
 RESERVED_FDS = 64
+PR_SET_PDEATHSIG = 1  # prctl's option (linux/prctl.h)
 HEADER_DEADLINE_MAX = 60  # seconds: hyper's header_read_timeout, as granian takes it
 STARTUP = 0.05  # seconds between looks for the workers' listening socket
 
@@ -119,6 +121,7 @@ class _Plan:
     failures: multiprocessing.connection.Connection
     metrics_dir: str | None  # where every worker counts, when several share the counts
     restarts: Any  # workers replaced so far: a multiprocessing.Value the master counts in
+    master: int  # the master's process id
 
 
 def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
@@ -127,6 +130,7 @@ def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
     directory locked, a database unreachable) is sent to the master, which says it in one
     line, and the worker ends."""
     config = plan.config
+    _end_with_the_master(plan.master)
     if plan.metrics_dir is not None:  # a forked worker: the master imported the client
         prometheus_adapter.count_in_files()
     try:
@@ -170,6 +174,21 @@ class _Restarts:
         yield GaugeMetricFamily("plant_store_worker_restarts", "Worker processes granian "
                                 "replaced since the server started, each having ended "
                                 "unexpectedly (killed, crashed).", self._count.value)
+
+
+def _end_with_the_master(master: int) -> None:
+    """SIGTERM to this worker when the master ends, killed or not (Linux's parent-death
+    signal): an orphan went on serving and holding the data directory's lock, so a new
+    start was refused (the hostile pass on issue 49). SIGTERM stops a worker as the
+    master's stop does: in-flight requests answered, the service closed."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != master:  # it ended before the call: no signal will come
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _refuse_too_large(app: Callable[..., Iterable[bytes]], limit: int
@@ -398,7 +417,7 @@ def serve(config: Config, on_ready: Callable[[str], None] | None, grace: float) 
     metrics_dir = _MetricsDirectory(config)
     try:
         plan = _Plan(config, address, reserved.getsockname()[1], told, metrics_dir.open(),
-                     multiprocessing.Value("Q", 0))
+                     multiprocessing.Value("Q", 0), os.getpid())
         status = _run(plan, reserved, failures, on_ready, grace)
     finally:
         reserved.close()

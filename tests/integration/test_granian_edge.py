@@ -34,6 +34,15 @@ def worker_pids(server):
                                            "".join(server.stderr))]
 
 
+def alive(pid):
+    """Whether ``pid`` runs (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def rss_mb(pid):
     with open(f"/proc/{pid}/status") as status:
         return int(status.read().split("VmRSS:")[1].split()[0]) / 1024
@@ -303,3 +312,22 @@ def test_a_connection_limit_the_descriptors_cannot_hold_is_refused_in_one_line(t
     assert result.returncode == 2
     [line] = result.stderr.splitlines()
     assert "connection_limit" in line and "may open 256" in line and "at most 192" in line
+
+
+@pytest.mark.slow
+def test_a_killed_master_takes_its_workers_with_it(tmp_path):
+    """The hostile pass on issue 49: after a SIGKILL of granian's master its worker went
+    on serving, holding the data directory, so a new start was refused. The worker gets
+    SIGTERM when its master ends, stops as at a stop, and the directory is free."""
+    server = granian(tmp_path)
+    try:
+        [worker] = worker_pids(server)
+        server.proc.kill()
+        deadline = time.monotonic() + 15
+        while alive(worker):
+            assert time.monotonic() < deadline, "the worker outlived its master"
+            time.sleep(0.1)
+    finally:
+        server.stop()
+    with granian(tmp_path) as again:  # the data directory is free
+        assert again.request("GET", "/health")[0] == 200

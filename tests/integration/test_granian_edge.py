@@ -328,6 +328,8 @@ def test_a_killed_master_takes_its_workers_with_it(tmp_path):
             assert time.monotonic() < deadline, "the worker outlived its master"
             time.sleep(0.1)
     finally:
+        if alive(worker):  # it holds the output pipes: the stop would wait on it
+            os.kill(worker, signal.SIGKILL)
         server.stop()
     with granian(tmp_path) as again:  # the data directory is free
         assert again.request("GET", "/health")[0] == 200

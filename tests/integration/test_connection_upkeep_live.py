@@ -9,6 +9,7 @@ import pytest
 
 from plant_store.serving import connection_upkeep
 from plant_store.serving.connection_upkeep import ConnectionUpkeep, Seen
+from support.servers import closed_within
 
 pytestmark = pytest.mark.skipif(not connection_upkeep.sys.platform.startswith("linux"),
                                 reason="TCP_INFO as Linux lays it out")
@@ -50,18 +51,6 @@ def upkeep(port, **given):
     settings = {"request_timeout": 30, "channel_timeout": 120, "limit": 100, "min_rate": 0,
                 "window": 20, "running": lambda: ([], False), **given}
     return ConnectionUpkeep(port, **settings)
-
-
-def ended(client, timeout=1.0):
-    client.settimeout(timeout)
-    try:
-        while client.recv(65536):
-            pass
-        return True
-    except ConnectionResetError:
-        return True
-    except TimeoutError:
-        return False
 
 
 def still_open(client):
@@ -120,7 +109,7 @@ def test_a_connection_that_sends_nothing_is_closed_at_request_timeout(pairs):
     assert keeper.sweep(time.monotonic()) == []
     time.sleep(0.3)
     assert [why for _, why in keeper.sweep(time.monotonic())] == ["sent nothing"]
-    assert ended(silent) and still_open(spoke)
+    assert closed_within(silent) and still_open(spoke)
 
 
 def test_quiet_connections_close_at_channel_timeout_unless_a_request_may_be_theirs(pairs):
@@ -139,11 +128,11 @@ def test_quiet_connections_close_at_channel_timeout_unless_a_request_may_be_thei
         return sorted(why for _, why in keeper.sweep(time.monotonic()))
 
     assert closed(([0.1], False)) == ["idle"]  # a call began since arriving's last byte
-    assert ended(between) and still_open(arriving)
+    assert closed_within(between) and still_open(arriving)
     pairs.pairs[0][0].close()  # as granian does, seeing it end
     assert closed(([0.5], True)) == []  # every thread busy: arriving's may wait for one
     assert closed(([0.5], False)) == ["idle"]  # no call since its last byte: not its
-    assert ended(arriving)
+    assert closed_within(arriving)
 
 
 def test_an_answer_must_move(pairs):
@@ -157,7 +146,7 @@ def test_an_answer_must_move(pairs):
     assert keeper.sweep(time.monotonic()) == []
     time.sleep(0.4)
     assert [why for _, why in keeper.sweep(time.monotonic())] == ["answer unread"]
-    assert ended(client)
+    assert closed_within(client)
 
 
 def test_an_answer_slower_than_min_rate_over_the_window_is_reset():
@@ -184,7 +173,7 @@ def test_at_the_limit_idle_connections_go_first_then_the_slowest_reader(pairs):
     time.sleep(connection_upkeep.EVICT_AFTER + 0.1)
     closed = keeper.sweep(time.monotonic())
     assert sorted(why for _, why in closed) == ["idle at the limit"] * 3
-    assert all(ended(client) for _, client in idle) and still_open(reader)
+    assert all(closed_within(client) for _, client in idle) and still_open(reader)
     assert not keeper.held and keeper.unready() is None
     for server, _ in idle:  # as granian does, seeing them end
         server.close()
@@ -198,7 +187,7 @@ def test_at_the_limit_idle_connections_go_first_then_the_slowest_reader(pairs):
         time.sleep(0.05)
         closed = keeper.sweep(now + 2 * connection_upkeep.UNREAD_AFTER)
     assert [why for _, why in closed] == ["slowest reader at the limit"]
-    assert ended(reader)
+    assert closed_within(reader)
 
 
 def test_every_slot_held_by_requests_arriving_is_unready(pairs):
@@ -228,4 +217,4 @@ def test_at_the_limit_with_clients_waiting_silent_connections_go_within_a_quarte
         time.sleep(0.05)
         closed = keeper.sweep(time.monotonic())
     assert [why for _, why in closed] == ["idle at the limit"] * 3
-    assert all(ended(client) for client in silent)
+    assert all(closed_within(client) for client in silent)

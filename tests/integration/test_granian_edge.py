@@ -19,7 +19,7 @@ import h2.settings
 import pytest
 
 from support.proxies import certificates
-from support.servers import Server, free_port, http_request, listing
+from support.servers import Server, closed_within, free_port, http_request, listing
 
 GRANIAN = ("--server", "granian")
 BUNDLE = "/docs/swagger-ui-bundle.js"  # the largest public answer (1.4 MB)
@@ -46,19 +46,6 @@ def alive(pid):
 def rss_mb(pid):
     with open(f"/proc/{pid}/status") as status:
         return int(status.read().split("VmRSS:")[1].split()[0]) / 1024
-
-
-def closed_within(sock, seconds):
-    """Whether the server ended the connection (EOF or reset) within ``seconds``."""
-    sock.settimeout(seconds)
-    try:
-        while sock.recv(65536):
-            pass
-        return True
-    except ConnectionResetError:
-        return True
-    except TimeoutError:
-        return False
 
 
 def health(sock):

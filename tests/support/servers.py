@@ -282,3 +282,17 @@ def listing(request, token, prefix=""):
             parts = urlsplit(link.group(1))
             path = f"{parts.path}?{parts.query}"
     return plants
+
+
+def closed_within(sock, seconds=1.0):
+    """Whether the server ended the connection (EOF or reset) within ``seconds``; reads
+    (and drops) whatever it sent before."""
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False

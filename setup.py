@@ -10,7 +10,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).parent
-SHIPPED = {"docs": ("*.rst", "*.md"), "docs/examples": ("*.py",),
+SHIPPED = {"docs": ("*.rst", "*.md"), "docs/examples": ("*.py", "*.ini"),
            "conf": ("*.example", "*.ini")}
 
 

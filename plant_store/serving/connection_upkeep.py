@@ -124,7 +124,11 @@ def connections(port: int) -> tuple[dict[int, socket.socket], int]:
     waiting = 0
     for name in os.listdir("/proc/self/fd"):
         try:
-            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+            link = os.readlink(f"/proc/self/fd/{name}")  # socket:[INODE]
+            if not link.startswith("socket:"):
+                continue
+            inode = int(link[8:-1])
+            if inode in found:  # a number listed may since be one of our copies
                 continue
             copy = os.dup(int(name))
         except (OSError, ValueError):
@@ -138,11 +142,11 @@ def connections(port: int) -> tuple[dict[int, socket.socket], int]:
             if (sock.type == socket.SOCK_STREAM and sock.family in (socket.AF_INET,
                                                                     socket.AF_INET6)
                     and sock.getsockname()[1] == port):
-                inode = os.fstat(copy).st_ino
-                if _listening(sock):
-                    waiting += _queued(sock)
-                elif inode not in found:  # a number listed may since be one of our copies
-                    sock.getpeername()  # connected, not ending
+                try:
+                    sock.getpeername()
+                except OSError:  # no peer: a listener, or a connection ending
+                    waiting += _queue_length(sock)
+                else:
                     found[inode] = sock
                     continue
         except OSError:
@@ -151,14 +155,12 @@ def connections(port: int) -> tuple[dict[int, socket.socket], int]:
     return found, waiting
 
 
-def _listening(sock: socket.socket) -> bool:
-    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _LISTEN
-
-
-def _queued(sock: socket.socket) -> int:
-    """A listening socket's accept queue: Linux reports it as tcpi_unacked."""
-    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _QUEUE.size)
-    return int(_QUEUE.unpack(info)[1])
+def _queue_length(sock: socket.socket) -> int:
+    """A listening socket's accept queue (Linux reports it as tcpi_unacked); 0 for any
+    other socket."""
+    state, queued = _QUEUE.unpack(
+        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _QUEUE.size))
+    return int(queued) if state == _LISTEN else 0
 
 
 def close(sock: socket.socket, reset: bool) -> None:

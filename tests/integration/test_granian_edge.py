@@ -19,7 +19,7 @@ import h2.settings
 import pytest
 
 from support.proxies import certificates
-from support.servers import Server, closed_within, free_port, http_request, listing
+from support.servers import Server, closed_within, free_port, http_request, listing, wait_answering
 
 GRANIAN = ("--server", "granian")
 BUNDLE = "/docs/swagger-ui-bundle.js"  # the largest public answer (1.4 MB)
@@ -236,10 +236,7 @@ def test_idle_connections_at_the_limit_let_honest_clients_in_and_ready_tells_whe
         finally:
             for sock in held:
                 sock.close()
-        deadline = time.monotonic() + 10
-        while http_request("127.0.0.1", probes, "GET", "/ready")[0] != 200:
-            assert time.monotonic() < deadline, "still not ready with every slot free"
-            time.sleep(0.2)
+        wait_answering(probes, server.proc, timeout=10)  # ready again
 
 
 @pytest.mark.slow

@@ -1,10 +1,11 @@
-"""The composition root: the settings and what was opened for them in, a ready
-``falcon.App`` out. It opens nothing (:class:`plant_store.service.Service` opens and
+"""The composition root: the settings and what was opened for them in, a ready WSGI app
+out (the ``falcon.App``, behind :class:`~plant_store.util.forwarded.ForwardedHeaders` when
+a proxy or a prefix is set). It opens nothing (:class:`plant_store.service.Service` opens and
 closes); it wires the middleware (:func:`plant_store.http.middleware.stack`), the
 resources of each route (:mod:`plant_store.http.routes`) and the error serializer."""
 
 from collections.abc import Callable, Iterable
-from typing import Any, TextIO
+from typing import TextIO
 
 import falcon
 
@@ -12,7 +13,6 @@ from plant_store.config import Config, ConfigError
 from plant_store.http import docs_page, errors, routes
 from plant_store.http.auth import Tokens
 from plant_store.http.docs_page import DocsAssetResource, DocsPageResource
-from plant_store.http.forwarded import Forwarded
 from plant_store.http.metrics_page import MetricsResource
 from plant_store.http.middleware import stack
 from plant_store.http.operational import (
@@ -24,14 +24,18 @@ from plant_store.http.operational import (
 from plant_store.http.plants import PlantResource, PlantsResource
 from plant_store.metrics import Metrics, NoMetrics
 from plant_store.stores import Store
+from plant_store.util.forwarded import ForwardedHeaders
 from plant_store.webhooks.worker import NoWebhooks, WebhookWorker
 
 
 def create_app(
     config: Config, *, store: Store, tokens: Tokens, metrics: NoMetrics | None = None,
     webhooks: WebhookWorker | NoWebhooks | None = None, log_stream: TextIO | None = None,
-) -> falcon.App[falcon.Request, falcon.Response]:
-    """The service as a WSGI app, for any server or host application.
+) -> Callable[..., Iterable[bytes]]:
+    """The service as a WSGI app, for any server or host application: the ``falcon.App``
+    itself, or, when ``trusted_proxy`` or ``url_prefix`` is set, a
+    :class:`~plant_store.util.forwarded.ForwardedHeaders` around it (the ``falcon.App`` is
+    its ``.app``), which applies them before Falcon reads the request, under every server.
 
     ``store``: where plants live (the caller opened it, and closes it); ``tokens``: who may
     call the API (a :class:`~plant_store.tokens.TokenFile`,
@@ -50,12 +54,7 @@ def create_app(
     middleware = stack(config, tokens, on_response=metrics.request,
                        on_dropped=metrics.dropped, on_refused=metrics.refused,
                        log_stream=log_stream)
-    if config.trusted_proxy or config.url_prefix:
-        app: falcon.App[falcon.Request, falcon.Response] = _ForwardedApp(Forwarded(
-            config.trusted_proxy, config.trusted_proxy_headers.split(),
-            config.trusted_proxy_count, config.url_prefix), middleware=middleware)
-    else:  # nothing to rewrite: the plain app, not a call more per request
-        app = falcon.App(middleware=middleware)
+    app = falcon.App(middleware=middleware)
     # Falcon's default already; said here, as the plant resources rely on it for their
     # answers' Content-Type rather than setting it on each.
     app.resp_options.default_media_type = falcon.MEDIA_JSON
@@ -79,19 +78,8 @@ def create_app(
     for template in routes.ROUTES:  # in the table's order
         if template in resources:
             app.add_route(template, resources[template])
-    return app
+    if config.trusted_proxy or config.url_prefix:
+        return ForwardedHeaders(app, config.trusted_proxy, config.trusted_proxy_headers.split(),
+                                config.trusted_proxy_count, config.url_prefix)
+    return app  # nothing to rewrite: the plain app, not a call more per request
 
-
-class _ForwardedApp(falcon.App[falcon.Request, falcon.Response]):
-    """The app behind :class:`~plant_store.http.forwarded.Forwarded`: what a trusted proxy says of
-    the client, and the URL prefix, applied by the app itself, so every WSGI server and host
-    application serves the same paths and URLs."""
-
-    def __init__(self, forwarded: Forwarded, **options: Any) -> None:
-        super().__init__(**options)
-        self._forwarded = forwarded
-
-    def __call__(self, env: dict[str, Any],
-                 start_response: Callable[..., Any]) -> Iterable[bytes]:
-        self._forwarded(env)
-        return super().__call__(env, start_response)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar, cast
 from urllib.parse import SplitResult, urlsplit
 
 from plant_store.logs import LOG_LEVELS
-from plant_store.util import forwarding as forwarded
+from plant_store.util import forwarded
 from plant_store.util.loopback import clear_text_urls
 
 SECTION = "plant-store"
@@ -103,17 +103,6 @@ class _Flag:
 _flag = _Flag()
 
 
-PROXY_HEADERS = tuple(forwarded.HEADERS)
-
-
-def _header_list(text: str) -> str:
-    names = text.lower().replace(",", " ").split()
-    unknown = sorted(set(names) - set(PROXY_HEADERS))
-    if unknown:
-        raise ValueError(f"unknown header {unknown[0]}; choose from {' '.join(PROXY_HEADERS)}")
-    return " ".join(names)
-
-
 def _webhook_secret(text: str) -> str:
     """A Standard Webhooks secret: whsec_ and the base64 (padded or not) of 24 to 64 bytes.
     Checked strictly here: standardwebhooks decodes leniently, skipping stray characters,
@@ -148,28 +137,10 @@ def _origins(text: str) -> tuple[str, ...]:
     return tuple(origins)
 
 
-def _prefix(text: str) -> str:
-    prefix = forwarded.prefix(text)
-    if prefix is None:
-        raise ValueError("must be a path that starts with /, of plain segments (letters, "
-                         "digits and -._~!$&'()*+,;=:@; no '.' or '..', no %-escapes)")
-    return prefix
-
-
 def _path(text: str) -> str:
     if "\0" in text:
         raise ValueError("a path cannot hold a NUL character")
     return text
-
-
-def _proxies(text: str) -> str:
-    """IP addresses and networks, or '*'; kept as text, parsed again by the app."""
-    try:
-        forwarded.networks(text)
-    except ValueError:
-        raise ValueError("must be the proxies' IP addresses or networks (127.0.0.1 "
-                         "10.0.0.0/8), space-separated, or *") from None
-    return " ".join(text.replace(",", " ").split())
 
 
 T = TypeVar("T")
@@ -324,7 +295,7 @@ class Config:
         "Lowest level logged to stderr; 'info' includes one access line per request.")
     log_format: str = setting(_OneOf("text", "json"), "text",
         "'text' lines, or 'json': one JSON object per line, for log shippers.")
-    trusted_proxy: str = setting(_proxies, "",
+    trusted_proxy: str = setting(forwarded.proxies, "",
         "IP addresses or networks of the reverse proxies whose forwarded headers are "
         "believed, space-separated (e.g. 127.0.0.1, or 10.0.0.0/8; '*' for any peer, as "
         "behind a Unix socket). Empty: forwarded headers are ignored and removed. Applied "
@@ -333,12 +304,12 @@ class Config:
         "Trusted proxies in a row in front of the service: of each forwarded header's "
         "comma-separated hops, the one this many from the right is believed (what a "
         "client sent sits to its left).", unit="N")
-    trusted_proxy_headers: str = setting(_header_list, "x-forwarded-for x-forwarded-proto "
-        "x-forwarded-host",
+    trusted_proxy_headers: str = setting(forwarded.header_names,
+        "x-forwarded-for x-forwarded-proto x-forwarded-host",
         "Forwarded headers taken from the trusted proxy, space-separated, from: "
-        + " ".join(PROXY_HEADERS) + ". List only those the proxy sets itself, "
+        + " ".join(forwarded.HEADERS) + ". List only those the proxy sets itself, "
         "overwriting what a client sent.", unit="HEADERS")
-    url_prefix: str = setting(_prefix, "",
+    url_prefix: str = setting(forwarded.url_prefix, "",
         "Path the proxy serves the API under (e.g. /api), stripped from request paths "
         "and put back in the URLs the service emits. Empty: served at the root. Applied "
         "by the app itself, under any WSGI server.", unit="PATH")

@@ -24,6 +24,8 @@ from typing import TextIO
 
 import orjson
 
+from plant_store.util import at_fork
+
 FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
 LOG_LEVELS = ("debug", "info", "warning", "error")  # the order ranks them
 QUEUE_BYTES = 1 << 20  # log text that may wait for stderr: some 9,000 access lines
@@ -201,12 +203,10 @@ _own: logging.StreamHandler[TextIO | LineQueue] | None = None  # the handler con
 _queues: "weakref.WeakSet[LineQueue]" = weakref.WeakSet()
 
 
+@at_fork.register
 def _after_fork_in_child() -> None:
     for queue in list(_queues):
         queue._start()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def configure(level: str, log_format: str = "text", queued: bool = False) -> None:

@@ -12,9 +12,8 @@ the requests owe is in the outbox by then), then closes the store if the service
 it; a second call does nothing.
 """
 
+from collections.abc import Callable, Iterable
 from typing import TextIO
-
-import falcon
 
 from plant_store import metrics, webhooks
 from plant_store.app import create_app
@@ -48,7 +47,7 @@ class Service:
         try:
             self.metrics = metrics.for_config(config, self.store, metrics_dir, timings)
             self.webhooks = webhooks.start(config, self.store, self.metrics.attempted)
-            self.app: falcon.App[falcon.Request, falcon.Response] = create_app(
+            self.app: Callable[..., Iterable[bytes]] = create_app(
                 config, store=self.store, tokens=self.tokens, webhooks=self.webhooks,
                 metrics=self.metrics, log_stream=log_stream)
         except BaseException:

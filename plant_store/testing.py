@@ -15,10 +15,8 @@ docs/embedding.rst says so in the same words, and how to quiet webob's ``'cgi' i
 deprecated`` warning in a WebTest run.
 """
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
-
-import falcon
 
 from plant_store.app import create_app
 from plant_store.config import Config
@@ -31,7 +29,7 @@ TOKEN = "plant-store-test-token"  # what the fixtures' app accepts
 
 def make_app(
     tokens: Iterable[str] | Mapping[str, str] | StaticTokens = (TOKEN,), **settings: Any,
-) -> falcon.App[falcon.Request, falcon.Response]:
+) -> Callable[..., Iterable[bytes]]:
     """The service on a new memory store, accepting ``tokens`` (a list, a mapping of each
     token to its label, or a StaticTokens); ``settings`` as in ``plant-store.ini``
     (``url_prefix="/api"``, ``page_size=2``...), as Python values or their text. Raises
@@ -58,5 +56,5 @@ else:
     @pytest.fixture
     def plant_store_app(
         plant_store_token: str,
-    ) -> Iterator[falcon.App[falcon.Request, falcon.Response]]:
+    ) -> Iterator[Callable[..., Iterable[bytes]]]:
         yield make_app(tokens=[plant_store_token])

@@ -33,7 +33,6 @@ import atexit
 import collections
 import contextlib
 import logging
-import os
 import threading
 import time
 import weakref
@@ -53,6 +52,7 @@ from plant_store.logs import (
     own_stream,
     timestamp,
 )
+from plant_store.util import at_fork
 
 FLUSH_INTERVAL = 0.05  # seconds; a small batch holds the GIL briefly, which keeps p99 down
 MAX_PENDING = 10_000  # lines waiting for the flusher: some 4 MB, 2 s at 5,000 requests/s
@@ -254,12 +254,10 @@ def _start_flusher() -> None:
             _flusher.start()
 
 
+@at_fork.register
 def _after_fork_in_child() -> None:
     """A forked worker (gunicorn --preload, say) has no flusher thread: start its own."""
     global _flusher, _flusher_lock
     _flusher, _flusher_lock = None, threading.Lock()
     if _live:
         _start_flusher()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)

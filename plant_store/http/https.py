@@ -4,7 +4,7 @@ Invariants:
 
 - A request's scheme is the WSGI server's (``wsgi.url_scheme``: https only when the server
   itself speaks TLS), or what a trusted proxy said in ``X-Forwarded-Proto`` or ``Forwarded``
-  (:mod:`plant_store.http.forwarded` has applied it by the time this middleware runs, and
+  (:mod:`plant_store.util.forwarded` has applied it by the time this middleware runs, and
   removed what an untrusted peer sent): an untrusted peer's forged header counts for
   nothing, so its request is http.
 - :class:`RequireHttps` runs before the token check: a request over plain HTTP is refused

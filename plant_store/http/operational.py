@@ -12,8 +12,8 @@ import falcon
 import orjson
 
 from plant_store import __version__
-from plant_store.http.forwarded import base_url
 from plant_store.stores import Store, StoreUnavailable
+from plant_store.util.forwarded import base_url
 
 DOCUMENT = orjson.loads(
     importlib.resources.files("plant_store.http").joinpath("openapi.json").read_bytes())

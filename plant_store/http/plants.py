@@ -16,7 +16,6 @@ import orjson
 from marshmallow import ValidationError
 
 from plant_store.http import errors, etags
-from plant_store.http.forwarded import base_url
 from plant_store.http.schemas import (
     ID_RULE,
     JsonInteger,
@@ -30,6 +29,7 @@ from plant_store.http.schemas import (
 )
 from plant_store.stores import Conflict, PreconditionFailed, Store, StoreUnavailable
 from plant_store.stores.preconditions import Preconditions
+from plant_store.util.forwarded import base_url
 
 INT32_MAX = JsonInteger(32).maximum  # the bounds the schemas use
 _LIMIT = re.compile(r"[0-9]{1,10}")
@@ -250,16 +250,9 @@ def read_object(req: falcon.Request, max_body: int, shape: str) -> dict[str, Any
     length = req.content_length
     if length is not None and length > max_body:
         raise _too_large(max_body)
-    if length is None and req.env.get("SERVER_SOFTWARE") == "Granian" and (
-            req.env.get("HTTP_TRANSFER_ENCODING")
-            or not req.env.get("SERVER_PROTOCOL", "").startswith("HTTP/1")):
-        # granian hands the app what arrived before a broken connection or a bad chunk as
-        # if it were the whole body (the hostile pass on issue 42): only a length tells.
-        # (An HTTP/1 request with neither header has no body: "empty", below.)
-        raise falcon.HTTPLengthRequired(description=(
-            "Send the body with a Content-Length: under this server a body without one "
-            "cannot be told whole from cut short; nothing was done."))
-    # A server that dechunks without a Content-Length says so (PEP 3333 extension).
+    # A server that dechunks without a Content-Length says so (PEP 3333 extension); one
+    # that cannot tell such a body whole from cut short refuses its read (granian's,
+    # plant_store.serving.server_quirks).
     stream = req.stream if req.env.get("wsgi.input_terminated") else req.bounded_stream
     body = stream.read(max_body + 1)
     if len(body) > max_body:

@@ -8,12 +8,13 @@ count; otherwise every worker would hand out its parent's next ids.
 """
 
 import itertools
-import os
 import re
 import secrets
 import weakref
 
 import falcon
+
+from plant_store.util import at_fork
 
 HEADER = "X-Request-ID"
 _ENV_KEY = "HTTP_X_REQUEST_ID"
@@ -43,10 +44,8 @@ class RequestId:
 _live: "weakref.WeakSet[RequestId]" = weakref.WeakSet()
 
 
+@at_fork.register
 def _after_fork_in_child() -> None:
     """A forked worker (gunicorn --preload, say) makes ids of its own."""
     for ids in list(_live):
         ids._restart()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -47,7 +47,7 @@ from plant_store import __version__, logs, prometheus_adapter
 from plant_store.config import Config, ConfigError
 from plant_store.http import access_log, errors
 from plant_store.service import Service
-from plant_store.serving import probe_port
+from plant_store.serving import probe_port, server_quirks
 from plant_store.serving.busy_threads import BusyThreads
 from plant_store.serving.connection_upkeep import ConnectionUpkeep
 from plant_store.serving.metrics_directory import MetricsDirectory as _MetricsDirectory
@@ -135,7 +135,7 @@ def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
         prometheus_adapter.count_in_files()
     try:
         service = _open(config, plan.metrics_dir)
-        busy = BusyThreads(service.app, config.threads)
+        busy = BusyThreads(server_quirks.LengthRequired(service.app), config.threads)
         upkeep = ConnectionUpkeep(
             plan.port, request_timeout=config.request_timeout,
             channel_timeout=config.channel_timeout, limit=config.connection_limit,

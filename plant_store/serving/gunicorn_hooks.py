@@ -67,8 +67,8 @@ from plant_store.serving import probe_port, waitress_adapter  # noqa: E402
 from plant_store.stores import one_process_problem  # noqa: E402
 from plant_store.util import once  # noqa: E402
 
-# Forwarded headers are the app's to judge (trusted_proxy, plant_store.http.forwarded): gunicorn's
-# own defaults take X-Forwarded-Proto from any loopback or Unix-socket peer as the scheme
+# Forwarded headers are the app's to judge (trusted_proxy, plant_store.util.forwarded):
+# gunicorn's own defaults take X-Forwarded-Proto from any loopback or Unix-socket peer as the scheme
 # (secure_scheme_headers, forwarded_allow_ips), whatever the service's settings say.
 secure_scheme_headers: dict[str, str] = {}
 forwarded_allow_ips = ""

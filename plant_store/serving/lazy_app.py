@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from plant_store.config import Config
-from plant_store.http import errors, forwarded
+from plant_store.http import errors
 from plant_store.http.operational import HEALTHY
 from plant_store.service import Service
 from plant_store.stores import StoreError, one_process_problem
@@ -80,8 +80,6 @@ class LazyApp:
 
     def __call__(self, environ: "WSGIEnvironment",
                  start_response: "StartResponse") -> Iterable[bytes]:
-        if "HTTP_X_FORWARDED_SSL" in environ or "HTTP_X_FORWARDED_PROTO" in environ:
-            forwarded.undo_server_scheme(environ)
         pid, app = self._built
         if pid != os.getpid() or app is None:  # None only with another PID: for mypy
             if environ.get("PATH_INFO") in self._health:  # liveness: the process serves

@@ -41,7 +41,7 @@ def create_server(
     path, status)``: told of each request waitress answers itself (in the Error shape, see
     waitress_adapter); ``tokens``: only a request with one of them is invited to send its
     body (``Expect: 100-continue``)."""
-    # The URL prefix and the forwarded headers are the app's (plant_store.http.forwarded), as
+    # The URL prefix and the forwarded headers are the app's (plant_store.util.forwarded), as
     # under any other server: waitress's own would apply them twice, and by default it
     # removes every forwarded header before the app could read it.
     return waitress_adapter.create_server(

@@ -1,6 +1,5 @@
-"""The real-server half of tests/unit/http/test_forwarded.py: forwarded headers and the URL
-prefix, applied by the app itself (plant_store.http.forwarded): in process with WebTest, mounted
-in a host application, and under gunicorn and uWSGI."""
+"""The real-server half of tests/unit/util/test_forwarded.py: forwarded headers and the URL
+prefix, applied around the app (plant_store.util.forwarded) under gunicorn and uWSGI."""
 
 import time
 
@@ -13,7 +12,7 @@ from support.servers import http_request
 
 @pytest.mark.parametrize("server", ["gunicorn", "uwsgi"])
 def test_other_servers_apply_the_prefix_and_the_proxy(tmp_path, server):
-    """Before plant_store.http.forwarded, both answered 404 under /api and ignored the headers
+    """Before the app applied them itself, both answered 404 under /api and ignored the headers
     (url_prefix and trusted_proxy were waitress's arguments, for 'plant-store serve' only)."""
     settings = {"PLANT_STORE_URL_PREFIX": "/api", "PLANT_STORE_TRUSTED_PROXY": "127.0.0.1",
                 "PLANT_STORE_LOG_LEVEL": "info"}

@@ -41,6 +41,7 @@ from typing import Protocol
 from plant_store.logs import Throttle
 from plant_store.stores import lock
 from plant_store.stores.base import StoreUnavailable
+from plant_store.util import at_fork
 from plant_store.util.durable import fsync_dir
 
 log = logging.getLogger("plant_store.stores.appendlog")  # the name users filter on
@@ -79,7 +80,7 @@ class AppendLog:
         self._lock_fd = lock_fd
         self._sys = syscalls
         self._fsync = fsync
-        self._pid = os.getpid()
+        self._pid = os.getpid()  # the opener, named when a forked child is refused
         self._size = self._durable_size = os.fstat(fd).st_size
         self._identity = _identity(os.fstat(fd))
         self.renew_lock()
@@ -122,7 +123,7 @@ class AppendLog:
             self._wait_durable(Ticket(keys, undo, self._next, b"\n".join(lines)))
 
     def _check_writable(self) -> None:
-        if self._pid != os.getpid():  # a fork that ran no Python fork hooks (uWSGI's)
+        if at_fork.forked_unseen():  # a fork that ran no fork hooks: the actions did not
             self.detach()
         if self.broken:
             raise StoreUnavailable(self.broken, "broken")

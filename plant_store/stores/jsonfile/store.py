@@ -43,7 +43,7 @@ from plant_store.stores.base import (
 from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.appendlog import AppendLog
 from plant_store.stores.outbox import Delivery, deliveries_for
-from plant_store.util import regular_files
+from plant_store.util import at_fork, regular_files
 from plant_store.util.durable import fsync_dir
 
 log = logging.getLogger("plant_store.stores.jsonfile")  # the name users filter on
@@ -470,9 +470,9 @@ class JsonFileStore(Store):
 
 
 _open_stores: "weakref.WeakSet[JsonFileStore]" = weakref.WeakSet()
+
+
+@at_fork.register
 def _forked_all() -> None:
     for store in list(_open_stores):
         store._forked()
-
-
-os.register_at_fork(after_in_child=_forked_all)

@@ -1,5 +1,6 @@
-"""Forwarded headers and the URL prefix, applied by the app itself (plant_store.http.forwarded):
-in process with WebTest, mounted in a host application, and under gunicorn and uWSGI."""
+"""Forwarded headers and the URL prefix, applied around the app by one WSGI wrapper
+(plant_store.util.forwarded, which create_app puts there): in process with WebTest, and
+mounted in a host application."""
 
 import io
 
@@ -10,8 +11,8 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.http import access_log, docs_page
-from plant_store.http.forwarded import Forwarded
 from plant_store.stores import MemoryStore
+from plant_store.util.forwarded import ForwardedHeaders
 from support.addresses import CLIENT
 
 PROXY = "127.0.0.1"
@@ -30,7 +31,7 @@ def rewritten(headers, trusted="127.0.0.1", names=("x-forwarded-for", "x-forward
     environ = {"REMOTE_ADDR": remote, "PATH_INFO": path, "SCRIPT_NAME": "",
                "wsgi.url_scheme": "http", "HTTP_HOST": "inner:8080", "SERVER_PORT": "8080"}
     environ.update({"HTTP_" + k.upper().replace("-", "_"): v for k, v in headers.items()})
-    Forwarded(trusted, names, count, prefix)(environ)
+    ForwardedHeaders(None, trusted, names, count, prefix).rewrite(environ)
     return environ
 
 

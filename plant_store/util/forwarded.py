@@ -1,6 +1,8 @@
-"""What a trusted reverse proxy says of the client, and the URL prefix, applied to the WSGI
-environ by the app itself, so that ``plant-store serve``, gunicorn, uWSGI and a host
-application behave alike (the way werkzeug's ``ProxyFix`` works).
+"""Forwarded headers and the URL prefix, in one place: the settings' words (parsed for
+:mod:`plant_store.config`, which only declares the settings), which peers are trusted, and
+:class:`ForwardedHeaders`, the WSGI wrapper that applies them to the environ before the app
+sees it (the shape of werkzeug's ``ProxyFix``). The app never learns a proxy was there, so
+``plant-store serve``, granian, gunicorn, uWSGI and a host application behave alike.
 
 Invariants:
 
@@ -24,16 +26,26 @@ Invariants:
 import functools
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
-
-from plant_store.util.forwarding import HEADERS, networks, prefix
 
 if TYPE_CHECKING:
     import falcon
 
-__all__ = ["HEADERS", "Forwarded", "base_url", "networks", "prefix", "undo_server_scheme"]
+__all__ = ["HEADERS", "ForwardedHeaders", "base_url", "header_names", "networks", "prefix",
+           "proxies", "url_prefix"]
 
+# The environ keys of the headers a proxy may forward, by their names in the settings.
+HEADERS = {
+    "x-forwarded-for": "HTTP_X_FORWARDED_FOR",
+    "x-forwarded-proto": "HTTP_X_FORWARDED_PROTO",
+    "x-forwarded-host": "HTTP_X_FORWARDED_HOST",
+    "x-forwarded-port": "HTTP_X_FORWARDED_PORT",
+    "x-forwarded-prefix": "HTTP_X_FORWARDED_PREFIX",
+    "x-forwarded-by": "HTTP_X_FORWARDED_BY",  # accepted for waitress's sake; says nothing used
+    "forwarded": "HTTP_FORWARDED",
+}
+_SEGMENT = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@-]+")  # a path segment, unencoded
 _HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?")
 _SCOPE = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # an IPv6 zone: an interface's name or number
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
@@ -42,11 +54,69 @@ _PAIR = re.compile(r'\s*([!#$%&\'*+.^_`|~0-9A-Za-z-]+)=([!#$%&\'*+.^_`|~0-9A-Za-
                    r'|"(?:[^"\\]|\\.)*")\s*')
 
 
-class Forwarded:
-    """Rewrites a request's environ as the settings say; call it with the environ."""
+# The settings' words: each a parser of Config's, raising ValueError with what is wanted.
 
-    def __init__(self, trusted: str, headers: Iterable[str], count: int = 1,
-                 url_prefix: str = "") -> None:
+def proxies(text: str) -> str:
+    """``trusted_proxy``: IP addresses and networks, or '*'; kept as text, parsed again by
+    :class:`ForwardedHeaders`."""
+    try:
+        networks(text)
+    except ValueError:
+        raise ValueError("must be the proxies' IP addresses or networks (127.0.0.1 "
+                         "10.0.0.0/8), space-separated, or *") from None
+    return " ".join(text.replace(",", " ").split())
+
+
+def header_names(text: str) -> str:
+    """``trusted_proxy_headers``: names from :data:`HEADERS`, space-separated."""
+    names = text.lower().replace(",", " ").split()
+    unknown = sorted(set(names) - set(HEADERS))
+    if unknown:
+        raise ValueError(f"unknown header {unknown[0]}; choose from {' '.join(HEADERS)}")
+    return " ".join(names)
+
+
+def url_prefix(text: str) -> str:
+    """``url_prefix``: a path prefix (:func:`prefix`), or ValueError."""
+    parsed = prefix(text)
+    if parsed is None:
+        raise ValueError("must be a path that starts with /, of plain segments (letters, "
+                         "digits and -._~!$&'()*+,;=:@; no '.' or '..', no %-escapes)")
+    return parsed
+
+
+def networks(text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] | None:
+    """The proxies ``trusted_proxy`` names: None for '*' (any peer), else their networks
+    (an address is a network of one). Raises ValueError for anything else."""
+    if text.strip() == "*":
+        return None
+    return tuple(ipaddress.ip_network(item, strict=False)
+                 for item in text.replace(",", " ").split())
+
+
+def prefix(text: str) -> str | None:
+    """A URL path prefix without its trailing slash ('' for the root), or None when ``text``
+    is not one: only plain segments, none of them '.' or '..'."""
+    text = text.strip().rstrip("/")
+    if not text:
+        return ""
+    segments = text.split("/")
+    if segments[0] or any(s in (".", "..") or not _SEGMENT.fullmatch(s) for s in segments[1:]):
+        return None
+    return text
+
+
+class ForwardedHeaders:
+    """Wraps any WSGI app (``app``, kept as ``.app``): each request's environ is rewritten
+    as the settings say (:meth:`rewrite`: the module's invariants), then handed to it.
+
+    ``trusted``, ``headers``, ``count`` and ``url_prefix`` are the settings
+    ``trusted_proxy``, ``trusted_proxy_headers`` (as names), ``trusted_proxy_count`` and
+    ``url_prefix``."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], trusted: str = "",
+                 headers: Iterable[str] = (), count: int = 1, url_prefix: str = "") -> None:
+        self.app = app
         self._trusted_networks = networks(trusted) if trusted else ()
         self._read = {HEADERS[name] for name in headers} if trusted else set()
         self._drop = tuple(set(HEADERS.values()) - self._read)
@@ -55,7 +125,13 @@ class Forwarded:
         self._prefix_slash = url_prefix + "/"
         self._trusted = functools.lru_cache(maxsize=1024)(self._is_trusted)  # peers repeat
 
-    def __call__(self, environ: dict[str, Any]) -> None:
+    def __call__(self, environ: dict[str, Any],
+                 start_response: Callable[..., Any]) -> Iterable[bytes]:
+        self.rewrite(environ)
+        return self.app(environ, start_response)
+
+    def rewrite(self, environ: dict[str, Any]) -> None:
+        """What a trusted proxy says of the client, and the prefix, applied to ``environ``."""
         for key in self._drop:
             environ.pop(key, None)
         if self._read:
@@ -129,19 +205,6 @@ def base_url(req: "falcon.Request") -> str:
     env = req.env
     return f"{req.scheme}://{env.get('SERVER_NAME', 'localhost')}:{env.get('SERVER_PORT', '80')}" \
         f"{req.root_path}"
-
-
-def undo_server_scheme(environ: dict[str, Any]) -> None:
-    """uWSGI takes a client's ``X-Forwarded-Ssl: on``, and its ``X-Forwarded-Proto: https``,
-    as the scheme itself, from any peer, before any app could judge it: undo that (TLS of
-    uWSGI's own sets ``HTTPS``), so only a trusted proxy's ``X-Forwarded-Proto`` or
-    ``Forwarded`` says https (:class:`Forwarded` reads the header, which stays). The second
-    only under uWSGI (``uwsgi.version`` in the environ): another server's TLS of its own
-    says https without ``HTTPS``."""
-    forged_ssl = environ.pop("HTTP_X_FORWARDED_SSL", None) is not None
-    forged_proto = "HTTP_X_FORWARDED_PROTO" in environ and "uwsgi.version" in environ
-    if (forged_ssl or forged_proto) and "HTTPS" not in environ:
-        environ["wsgi.url_scheme"] = "http"
 
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

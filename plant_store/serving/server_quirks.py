@@ -91,10 +91,15 @@ class ServerSchemeUndone:
 
 
 def at_fork_under_uwsgi() -> None:
-    """Under uWSGI, the at-fork registry runs in each worker it forks (its forks run no
-    Python fork hooks); elsewhere nothing (Python's own hooks run it)."""
+    """Under uWSGI with its master, the at-fork registry runs in each worker it forks (its
+    forks run no Python fork hooks); elsewhere nothing (Python's own hooks run it; without
+    a master, whose ``uwsgidecorators`` refuses to load, the JSON-file store still refuses
+    a write in a worker forked after it was opened: :class:`plant_store.util.at_fork.Owner`)."""
     try:
-        from uwsgidecorators import postfork  # only inside uWSGI
+        import uwsgi  # only inside uWSGI
     except ImportError:
         return
-    postfork(at_fork.catch_up)
+    if uwsgi.masterpid():
+        from uwsgidecorators import postfork
+
+        postfork(at_fork.catch_up)

@@ -15,11 +15,11 @@ Invariants:
 - Each action runs once in each process forked by Python, or by a server whose hook calls
   :func:`catch_up`, in registration order; never in the process that registered it (the
   registry remembers the PID it last ran in, ``_ran_in``).
-- In a process forked with neither (a bare ``fork()`` from C), no action runs: they start
-  threads, unsafe where Python's runtime was not told of the fork. :func:`forked_unseen`
-  says so instead, and what must never be shared across a fork (the JSON-file store's
-  file: :mod:`plant_store.stores.jsonfile.appendlog`) asks it before each write, and
-  refuses.
+- In a process forked with neither (a bare ``fork()`` from C, uWSGI without its master),
+  no action runs: they start threads, unsafe where Python's runtime was not told of the
+  fork. What must never be used by two processes (the JSON-file store's file:
+  :mod:`plant_store.stores.jsonfile.appendlog`) holds an :class:`Owner` and asks it before
+  each use, so it refuses in any child, seen or not. Process ids are compared here only.
 - Actions run in the child with only the forking thread alive: each makes new locks rather
   than taking one another thread of the parent may have held, starts its threads anew, and
   does not raise (Python ignores an at-fork hook's exception).
@@ -40,15 +40,23 @@ def register(action: Callable[[], None]) -> Callable[[], None]:
     return action
 
 
-def forked_unseen() -> bool:
-    """Whether this process was forked without the actions running (one ``getpid``)."""
-    return os.getpid() != _ran_in
-
-
 def catch_up() -> None:
     """A server's hook after its fork: run the actions unless Python's hooks already did."""
     if os.getpid() != _ran_in:
         _after_fork_in_child()
+
+
+class Owner:
+    """The process that made something no child may use: :meth:`forked` says whether the
+    caller is another one (one ``getpid``); ``pid`` names the owner."""
+
+    __slots__ = ("pid",)
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+    def forked(self) -> bool:
+        return os.getpid() != self.pid
 
 
 def _after_fork_in_child() -> None:

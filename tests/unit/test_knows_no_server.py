@@ -14,7 +14,6 @@ NEVER = re.compile(r"SERVER_SOFTWARE|uwsgi|register_at_fork|getppid|[\"']Granian
 PID_AS_DATA = {
     "stores/lock.py": "written into the lock file, and whose the held locks are",
     "stores/postgres/store.py": "in the connection's application_name",
-    "stores/jsonfile/appendlog.py": "the opener, named in a forked child's refusal",
 }
 
 

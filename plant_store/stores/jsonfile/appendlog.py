@@ -80,7 +80,7 @@ class AppendLog:
         self._lock_fd = lock_fd
         self._sys = syscalls
         self._fsync = fsync
-        self._pid = os.getpid()  # the opener, named when a forked child is refused
+        self._owner = at_fork.Owner()  # the opener: no other process writes
         self._size = self._durable_size = os.fstat(fd).st_size
         self._identity = _identity(os.fstat(fd))
         self.renew_lock()
@@ -123,7 +123,7 @@ class AppendLog:
             self._wait_durable(Ticket(keys, undo, self._next, b"\n".join(lines)))
 
     def _check_writable(self) -> None:
-        if at_fork.forked_unseen():  # a fork that ran no fork hooks: the actions did not
+        if self._owner.forked():  # a fork that ran no fork hooks (the actions did not)
             self.detach()
         if self.broken:
             raise StoreUnavailable(self.broken, "broken")
@@ -320,7 +320,7 @@ class AppendLog:
     def detach(self) -> None:
         """In a forked child: close our copies of the file and of its lock (which leaves the
         parent's lock held, and lets it go when the parent ends) and refuse every change."""
-        self.broken = (f"{self.path} was opened by process {self._pid} before a fork; a "
+        self.broken = (f"{self.path} was opened by process {self._owner.pid} before a fork; a "
                        "worker process must open its own store (see 'plant-store docs "
                        "processes')")
         self._close_descriptors()

@@ -26,15 +26,21 @@ def test_every_at_fork_action_of_the_package_is_in_the_one_registry():
 
 def test_catch_up_runs_nothing_in_the_process_that_registered(registry):
     at_fork.catch_up()
-    assert registry == [] and not at_fork.forked_unseen()
+    assert registry == []
 
 
 def test_a_servers_hook_runs_each_action_once_in_order(registry, monkeypatch):
     monkeypatch.setattr(at_fork, "_ran_in", -1)  # as in a child uWSGI forked
-    assert at_fork.forked_unseen()
     at_fork.catch_up()
     at_fork.catch_up()  # Python's hooks ran too (uWSGI's py-call-osafterfork): once
-    assert registry == ["first", "second"] and not at_fork.forked_unseen()
+    assert registry == ["first", "second"]
+
+
+def test_an_owner_tells_another_process(monkeypatch):
+    owner = at_fork.Owner()
+    assert not owner.forked()
+    monkeypatch.setattr(owner, "pid", owner.pid + 1)  # as seen from a child
+    assert owner.forked()
 
 
 def test_register_returns_the_action_for_use_as_a_decorator(registry):

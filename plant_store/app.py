@@ -82,4 +82,3 @@ def create_app(
         return ForwardedHeaders(app, config.trusted_proxy, config.trusted_proxy_headers.split(),
                                 config.trusted_proxy_count, config.url_prefix)
     return app  # nothing to rewrite: the plain app, not a call more per request
-

@@ -123,7 +123,7 @@ class AppendLog:
             self._wait_durable(Ticket(keys, undo, self._next, b"\n".join(lines)))
 
     def _check_writable(self) -> None:
-        if self._owner.forked():  # a fork that ran no fork hooks (the actions did not)
+        if self._owner.forked():  # a fork no at-fork action reached (uWSGI's, a bare fork)
             self.detach()
         if self.broken:
             raise StoreUnavailable(self.broken, "broken")

@@ -15,6 +15,7 @@ its reads wait for the fsync that covers what they show).
 import abc
 from collections.abc import Iterator, Sequence
 
+from plant_store.events import Events
 from plant_store.stores.preconditions import Preconditions
 
 # What a store keeps is defined below the interface (records.py); stores take it from here.
@@ -52,17 +53,6 @@ class StoreUnavailable(StoreError):
 # refusal of the database or a pooler, "busy" every database connection in use.
 CAUSES = ("io", "fsync", "broken", "unreachable", "read_only", "contention", "deadline",
           "unconfirmed", "refused", "busy")
-
-
-class StoreObserver:
-    """What a store reports as it works; the metrics subclass it, and this one ignores all."""
-
-    def wrote(self, seconds: float) -> None:
-        """One durable write took ``seconds``: a JSON-file group commit (its fsync), or a
-        PostgreSQL write's round trip."""
-
-    def compacted(self, seconds: float) -> None:
-        """One compaction of the JSON file took ``seconds``."""
 
 
 class Conflict(StoreError):
@@ -272,7 +262,7 @@ class Store(PlantStore, OutboxStore):
     """What every store promises (the module's docstring): the plant operations and the
     outbox protocol, one store's, and its readiness and end."""
 
-    observer = StoreObserver()  # a store that reports takes its observer when opened
+    events = Events()  # a store that reports (wrote, compacted) is given its events when opened
 
     def check(self) -> None:
         """Raise :class:`StoreUnavailable`, saying why, unless the store can take writes

@@ -25,6 +25,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 
+from plant_store.events import Events
 from plant_store.stores import lock
 from plant_store.stores.base import (
     BatchConflict,
@@ -33,7 +34,6 @@ from plant_store.stores.base import (
     DataDirError,
     Plant,
     Store,
-    StoreObserver,
     StoreUnavailable,
     Versioned,
     check_delete,
@@ -72,9 +72,9 @@ class JsonFileStore(Store):
     COMPACT_RETRY_DELAY = 60.0
 
     def __init__(self, data_dir: str, *, fsync: bool = True, compact_share: float = 0.5,
-                 lock_timeout: float = 0.0, observer: StoreObserver | None = None) -> None:
-        """``observer``: told each group commit's and compaction's time (the metrics)."""
-        self.observer = observer if observer is not None else StoreObserver()
+                 lock_timeout: float = 0.0, events: Events | None = None) -> None:
+        """``events``: told each group commit's and compaction's time (the metrics)."""
+        self.events = events if events is not None else Events()
         self.data_dir = data_dir
         self.path = os.path.join(data_dir, DATA_FILE)
         self._compact_share = compact_share
@@ -85,7 +85,7 @@ class JsonFileStore(Store):
             lock.release(lock_fd)
             raise
         self._log = AppendLog(self.path, fd, self, fsync=fsync, lock_fd=lock_fd,
-                              on_sync=lambda seconds: self.observer.wrote(seconds))
+                              on_sync=self.events.wrote)
         self._cond = self._log.cond
         self._index, self._order, self._outbox = state.index, state.order, state.outbox
         self._tags = state.tags
@@ -416,7 +416,7 @@ class JsonFileStore(Store):
                 self._records = (len(lines) - headers + tail.count(b"\n")
                                  - tail.count(b'{"op":"epoch",'))  # the header lines aside
             self.compactions += 1
-        self.observer.compacted(time.perf_counter() - started)
+        self.events.compacted(time.perf_counter() - started)
         log.info("compacted %s from %d to %d bytes", self.path, before, size)
         return before, size
     def _maybe_compact(self) -> None:

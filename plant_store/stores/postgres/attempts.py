@@ -101,7 +101,7 @@ class Operation:
 class Attempts:
     """Runs named queries on the pool's connections: one attempt, and attempts until one
     is settled or the operation's deadline passes. ``wrote(seconds)``: told each write's
-    round trip (the store's observer, looked up at each write: an app replaces it)."""
+    round trip (the store's events' ``wrote``, given when it opens)."""
 
     def __init__(self, pool: Pool, watchdog: Watchdog, *, where: str, timeout: float,
                  pool_size: int, wrote: Callable[[float], None]) -> None:

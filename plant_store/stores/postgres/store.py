@@ -43,13 +43,13 @@ from typing import Any
 
 import psycopg
 
+from plant_store.events import Events
 from plant_store.logs import Throttle
 from plant_store.stores.base import (
     Condition,
     Plant,
     PreconditionFailed,
     Store,
-    StoreObserver,
     StoreUnavailable,
     Versioned,
     check_delete,
@@ -91,9 +91,9 @@ class PostgresStore(Store):
 
     def __init__(self, url: str, *, pool_size: int = 10, timeout: float = 5.0,
                  statement_timeout: float = 5.0, prepared_statements: bool = True,
-                 migrate: bool = True, observer: StoreObserver | None = None) -> None:
-        """``observer``: told each write statement's round trip (the metrics)."""
-        self.observer = observer if observer is not None else StoreObserver()
+                 migrate: bool = True, events: Events | None = None) -> None:
+        """``events``: told each write statement's round trip (the metrics)."""
+        self.events = events if events is not None else Events()
         check_url(url)
         self.where = describe(url)
         self._pool_size = pool_size
@@ -118,7 +118,7 @@ class PostgresStore(Store):
         self._pool.open(wait=False)
         self._attempts = Attempts(self._pool, self._watchdog, where=self.where,
                                   timeout=timeout, pool_size=pool_size,
-                                  wrote=lambda seconds: self.observer.wrote(seconds))
+                                  wrote=self.events.wrote)
         self._prober = Prober(lambda: session.configure(psycopg.connect(url, **kwargs)),
                               self._watchdog, self.where)
 

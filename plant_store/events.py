@@ -62,9 +62,9 @@ class Fanout(Events):
 
     def __init__(self, *subscribers: Events) -> None:
         self.subscribers = subscribers
-        for name in NAMES:
-            heard = [getattr(each, name) for each in subscribers
-                     if getattr(type(each), name) is not getattr(Events, name)]
+        for name in NAMES:  # a Fanout among them: what it hears is bound on the instance
+            heard = [getattr(each, name) for each in subscribers if getattr(
+                getattr(each, name), "__func__", None) is not getattr(Events, name)]
             if len(heard) == 1:
                 setattr(self, name, heard[0])
             elif heard:

@@ -61,6 +61,14 @@ def test_a_lone_subscriber_is_called_directly_and_a_shared_event_reaches_each():
     assert two.outcomes == ["dead", ("refused", "missing")]
 
 
+def test_a_fanout_among_the_subscribers_passes_on_what_it_hears():
+    one, two = Heard(), Attempts()
+    fanout = Fanout(Fanout(one), Fanout(Events(), two))
+    assert fanout.attempted == two.attempted
+    fanout.refused("invalid")
+    assert one.heard == [("refused", "invalid")] and two.outcomes == [("refused", "invalid")]
+
+
 def test_the_app_tells_its_events_to_the_metrics_and_a_create_that_owes_to_the_worker():
     class Worker(Events):  # the worker's side of create_app: it hears "created"
         def __init__(self):

@@ -12,7 +12,7 @@ import pytest
 
 from plant_store.stores import Conflict, Plant, StoreError, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore, schema
-from plant_store.stores.postgres.queries import QUERIES
+from plant_store.stores.postgres.schema import QUERIES
 from support.servers import run_cli
 
 

@@ -31,7 +31,7 @@ from support.servers import Server
 pytestmark = [pytest.mark.topology, pytest.mark.timeout(900)]
 
 DEADLINE = 5  # --database-timeout, the default operators run
-GRACE = 1.0  # the watchdog's cancel, then the socket shut down (deadline.py)
+GRACE = 1.0  # the watchdog's cancel, then the socket shut down (postgres/connection.py)
 CLIENTS = 16
 THREADS = 24  # waitress threads: more than the clients, so /ready never queues behind them
 CLIENT_TIMEOUT = 15  # seconds a client waits for an answer: "no answer" past it

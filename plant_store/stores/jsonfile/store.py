@@ -43,8 +43,7 @@ from plant_store.stores.base import (
 from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.appendlog import AppendLog
 from plant_store.stores.outbox import Delivery, deliveries_for
-from plant_store.util import regular_files
-from plant_store.util.durable import fsync_dir
+from plant_store.util import files
 
 log = logging.getLogger("plant_store.stores.jsonfile")  # the name users filter on
 
@@ -401,7 +400,7 @@ class JsonFileStore(Store):
             lines += [journal.encode_outbox(d) for d in owed]
             tmp = os.path.join(self.data_dir, COMPACT_FILE)
             try:
-                fd = regular_files.opener(tmp, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC)
+                fd = files.opener(tmp, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC)
             except OSError as exc:
                 raise StoreUnavailable(f"cannot write {tmp}: {exc.strerror}") from None
             try:
@@ -445,12 +444,12 @@ class JsonFileStore(Store):
             with contextlib.suppress(FileNotFoundError):  # a compaction that died before
                 os.unlink(os.path.join(self.data_dir, COMPACT_FILE))  # its rename: never live
             created = not os.path.lexists(path)
-            fd = regular_files.opener(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            fd = files.opener(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         except OSError as exc:
             raise DataDirError(f"cannot open {path}: {exc.strerror}") from None
         try:
             if created:  # make the new directory entry durable too
-                fsync_dir(self.data_dir, self._fsync_fd)
+                files.fsync_dir(self.data_dir, self._fsync_fd)
             with open(fd, "rb", closefd=False) as fh:
                 state = journal.read(path, fh.read())
             if state.torn:

@@ -34,8 +34,8 @@ from typing import BinaryIO, NamedTuple
 from marshmallow import ValidationError
 
 from plant_store.http.schemas import NotAnObject, describe, json_object, load_new_plant
-from plant_store.stores import BatchConflict, Plant, Store, StoreError
-from plant_store.stores.records import new_plant_json
+from plant_store.stores import BatchConflict, Store, StoreError
+from plant_store.stores.records import Plant, new_plant_json
 from plant_store.util.files import replacing
 from plant_store.util.words import counted
 

@@ -26,7 +26,7 @@ from standardwebhooks import Webhook
 from plant_store import __version__
 from plant_store.config import Config
 from plant_store.stores import Store, StoreUnavailable
-from plant_store.stores.outbox import Delivery
+from plant_store.stores.records import Delivery
 from plant_store.util.concurrency import Watchdog
 from plant_store.util.files import first_this_start
 from plant_store.util.loopback import clear_text_urls

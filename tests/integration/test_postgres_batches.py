@@ -18,10 +18,11 @@ import time
 import psycopg
 import pytest
 
-from plant_store.stores import Conflict, Plant, StoreUnavailable
+from plant_store.stores import Conflict, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore, schema
 from plant_store.stores.postgres.schema import QUERIES
 from plant_store.stores.postgres.writes import BATCH_LOCK_WAIT
+from plant_store.stores.records import Plant
 
 HOOKS = ("http://127.0.0.1:9/hook",)
 PATIENT = 60.0  # seconds: a deadline no setup reaches, however loaded the machine

@@ -327,8 +327,8 @@ def test_a_physical_backup_restored_as_the_primary_then_db_rebase(bindir):
     and timeline, so the store cannot see that positions after the backup were lost and
     may be handed out again; 'plant-store db rebase' moves them past (found by the hostile
     pass: a held cursor skipped 10 of 60 new plants)."""
-    from plant_store.stores import Plant
     from plant_store.stores.postgres import PostgresStore
+    from plant_store.stores.records import Plant
     from support.pgcluster import DATABASE, Node
     from support.servers import run_cli
 

@@ -28,21 +28,20 @@ from collections.abc import Callable, Sequence
 from plant_store.stores import lock
 from plant_store.stores.base import (
     BatchConflict,
-    Condition,
     Conflict,
     DataDirError,
-    Plant,
     Store,
     StoreObserver,
     StoreUnavailable,
-    Versioned,
     check_delete,
     needs_update,
     replay,
 )
 from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.appendlog import AppendLog
-from plant_store.stores.outbox import Delivery, deliveries_for
+from plant_store.stores.outbox import deliveries_for
+from plant_store.stores.preconditions import Preconditions
+from plant_store.stores.records import Delivery, Plant, Versioned
 from plant_store.util import files
 
 log = logging.getLogger("plant_store.stores.jsonfile")  # the name users filter on
@@ -150,7 +149,7 @@ class JsonFileStore(Store):
         return plant, True
 
     def update(self, plant: Plant,
-               condition: Condition | None = None) -> tuple[Versioned, bool] | None:
+               condition: Preconditions | None = None) -> tuple[Versioned, bool] | None:
         """The journal gets an update record; the index the plant's create record, as a
         compaction would write it, at the plant's own sequence number, one revision on, in
         this run's epoch."""
@@ -235,7 +234,7 @@ class JsonFileStore(Store):
             raise BatchConflict(conflict.stored, done)
         return done
 
-    def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
+    def delete(self, plant_id: int, condition: Preconditions | None = None) -> bool:
         line = journal.encode_delete(plant_id)
         with self._cond:
             self._log.wait_for(plant_id)

@@ -66,7 +66,7 @@ from plant_store import logs  # noqa: E402
 from plant_store.metrics import archive as metrics_archive  # noqa: E402
 from plant_store.serving import probe_port, waitress_adapter  # noqa: E402
 from plant_store.stores import one_process_problem  # noqa: E402
-from plant_store.util import once  # noqa: E402
+from plant_store.util.files import ONCE_ENV  # noqa: E402
 
 # Forwarded headers are the app's to judge (trusted_proxy, plant_store.http.forwarded): gunicorn's
 # own defaults take X-Forwarded-Proto from any loopback or Unix-socket peer as the scheme
@@ -121,7 +121,7 @@ def on_starting(server: Arbiter) -> None:
         raise SystemExit(f"plant-store: error: {ENV}={_configured or _metrics.parent}: "
                          f"{exc}") from None
     # What a worker says at its start is said by the first worker of this start only.
-    os.environ[once.ENV] = _once = tempfile.mkdtemp(prefix="plant-store-once-")
+    os.environ[ONCE_ENV] = _once = tempfile.mkdtemp(prefix="plant-store-once-")
 
 
 def nworkers_changed(server: Arbiter, new_value: int, old_value: int | None) -> None:

@@ -17,11 +17,7 @@ from collections.abc import Iterator, Sequence
 
 from plant_store.events import Events
 from plant_store.stores.preconditions import Preconditions
-
-# What a store keeps is defined below the interface (records.py); stores take it from here.
-from plant_store.stores.records import Delivery as Delivery
-from plant_store.stores.records import Plant as Plant
-from plant_store.stores.records import Versioned as Versioned
+from plant_store.stores.records import Delivery, Plant, Versioned
 
 
 class StoreError(Exception):
@@ -73,11 +69,6 @@ class PreconditionFailed(StoreError):
         self.header = header
 
 
-# A write's preconditions, checked under the store's lock or row lock, so no other change
-# comes between the check and the write.
-Condition = Preconditions
-
-
 class BatchConflict(Conflict):
     """A :meth:`Store.create_many` stopped at a plant whose id is stored with another name
     or tag: ``done`` holds the outcomes of the plants before it, all stored; none after it
@@ -95,7 +86,7 @@ def replay(stored: Plant, plant: Plant) -> Plant:
     return stored
 
 
-def needs_update(stored: Versioned, plant: Plant, condition: Condition | None) -> bool:
+def needs_update(stored: Versioned, plant: Plant, condition: Preconditions | None) -> bool:
     """Whether an update of ``stored`` to ``plant`` writes: not when it is already done
     (RFC 9110 13.1.1: a retried update answers as the first did); PreconditionFailed
     when ``condition`` refuses the stored version (:meth:`Preconditions.refusal`)."""
@@ -107,7 +98,7 @@ def needs_update(stored: Versioned, plant: Plant, condition: Condition | None) -
     return not equal
 
 
-def check_delete(stored: Versioned, condition: Condition | None) -> None:
+def check_delete(stored: Versioned, condition: Preconditions | None) -> None:
     """PreconditionFailed when ``condition`` refuses the version a delete would remove."""
     if condition is not None:
         header = condition.refusal(stored.version)
@@ -117,7 +108,9 @@ def check_delete(stored: Versioned, condition: Condition | None) -> None:
 
 class PlantStore(abc.ABC):
     """The plant operations: plants by id, in creation order, each with its version
-    (contract: tests/unit/stores/test_stores.py, on every store)."""
+    (contract: tests/support/suites/plant_store_contract.py, run on every store). A write's
+    preconditions are checked under the store's lock or row lock, so no other change comes
+    between the check and the write."""
 
     @abc.abstractmethod
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
@@ -142,14 +135,14 @@ class PlantStore(abc.ABC):
 
     @abc.abstractmethod
     def update(self, plant: Plant,
-               condition: Condition | None = None) -> tuple[Versioned, bool] | None:
+               condition: Preconditions | None = None) -> tuple[Versioned, bool] | None:
         """Replace the name and tag of the plant stored under ``plant.id``, keeping its place
         in the creation order; return the stored plant with its version and whether this
         call wrote, or None when no plant has that id (an update never creates). See
         :func:`needs_update`."""
 
     @abc.abstractmethod
-    def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
+    def delete(self, plant_id: int, condition: Preconditions | None = None) -> bool:
         """Remove the plant; False when no plant has that id. The id may be created again.
         PreconditionFailed (the plant kept) when ``condition`` refuses it."""
 
@@ -186,8 +179,8 @@ class PlantStore(abc.ABC):
 
 class OutboxStore(abc.ABC):
     """The outbox protocol: the webhook deliveries creates owe, kept beside the plants, and
-    how workers take them lane by lane (contract: tests/unit/stores/
-    test_outbox_contract.py, on every store)."""
+    how workers take them lane by lane (contract:
+    tests/support/suites/outbox_store_contract.py, run on every store)."""
 
     @abc.abstractmethod
     def deliveries(self, *, dead: bool = False) -> list[Delivery]:

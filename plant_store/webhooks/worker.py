@@ -26,8 +26,9 @@ from plant_store import __version__
 from plant_store.config import Config
 from plant_store.events import Events
 from plant_store.stores import Store, StoreUnavailable
-from plant_store.stores.outbox import Delivery
-from plant_store.util import once
+from plant_store.stores.records import Delivery
+from plant_store.util.concurrency import Watchdog
+from plant_store.util.files import first_this_start
 from plant_store.util.loopback import clear_text_urls
 from plant_store.util.words import counted
 from plant_store.webhooks import retry_requests
@@ -128,6 +129,7 @@ class WebhookWorker(Events):
         # executor's own default, beyond which subscribers share threads.
         self._lanes = ThreadPoolExecutor(min(32, len(config.webhook_urls) + 2),
                                          thread_name_prefix="plant-store-webhook")
+        self._deadlines = Watchdog("plant-store-webhook-deadlines")  # one thread for every send
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="plant-store-webhooks",
@@ -151,6 +153,7 @@ class WebhookWorker(Events):
         if self._thread.is_alive():
             self._thread.join()
         self._lanes.shutdown(wait=True, cancel_futures=True)
+        self._deadlines.close()
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -228,7 +231,7 @@ class WebhookWorker(Events):
             "User-Agent": f"plant-store/{__version__}",
             **signed(self._signer, delivery.id, delivery.body, int(time.time())),
         }
-        error = post(delivery.url, delivery.body, headers, self._timeout)
+        error = post(delivery.url, delivery.body, headers, self._timeout, self._deadlines)
         if error is None:
             self._events.attempted("delivered")
             self._store.settle(delivery.id, "delivered")
@@ -292,7 +295,7 @@ def start(config: Config, store: Store, events: Events | None = None
     except StoreUnavailable:
         owed = []
     stale = collections.Counter(d.url for d in owed if d.url not in config.webhook_urls)
-    if stale and not once.first("stale-deliveries"):  # a recycled worker: said at start
+    if stale and not first_this_start("stale-deliveries"):  # a recycled worker: said at start
         stale.clear()
     for url, count in sorted(stale.items()):
         log.warning("%s owed to %s, which webhook_urls does not list: %s ('plant-store "

@@ -129,7 +129,7 @@ def test_the_architecture_page_shows_the_same_layers():
 # export for it (issue 44: it read the JSON file's journal and ran PostgreSQL queries
 # itself). The records and the lock's error are the interface's own words.
 CLI_MAY_TAKE = {"plant_store.stores", "plant_store.stores.jsonfile",
-                "plant_store.stores.postgres", "plant_store.stores.postgres.admin",
+                "plant_store.stores.postgres",
                 "plant_store.stores.records", "plant_store.stores.outbox",
                 "plant_store.stores.lock"}
 

@@ -15,7 +15,8 @@ from plant_store import metrics
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.metrics import StoreTimings, for_config
-from plant_store.stores import JsonFileStore, MemoryStore, Plant
+from plant_store.stores import JsonFileStore, MemoryStore
+from plant_store.stores.records import Plant
 from plant_store.tokens import TokenFile
 from support.faulty_stores import FaultyStore
 from support.metrics import samples, value

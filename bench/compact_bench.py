@@ -6,7 +6,8 @@ import tempfile
 import threading
 import time
 
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore
+from plant_store.stores.records import Plant
 
 
 def main():

@@ -25,8 +25,9 @@ import psycopg
 import serverctl
 
 sys.path.insert(0, os.path.join(serverctl.HERE, "..", "tests"))
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore
 from plant_store.stores.postgres import PostgresStore
+from plant_store.stores.records import Plant
 from support.pgserver import PostgresServer, find_bindir
 from support.receiver import SECRET, Stalling
 

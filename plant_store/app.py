@@ -10,6 +10,7 @@ from typing import TextIO
 import falcon
 
 from plant_store.config import Config, ConfigError
+from plant_store.events import Fanout
 from plant_store.http import docs_page, errors, routes
 from plant_store.http.auth import Tokens
 from plant_store.http.docs_page import DocsAssetResource, DocsPageResource
@@ -29,7 +30,7 @@ from plant_store.webhooks.worker import NoWebhooks, WebhookWorker
 
 
 def create_app(
-    config: Config, *, store: Store, tokens: Tokens, metrics: NoMetrics | None = None,
+    config: Config, *, store: Store, tokens: Tokens, metrics: Metrics | NoMetrics | None = None,
     webhooks: WebhookWorker | NoWebhooks | None = None, log_stream: TextIO | None = None,
 ) -> Callable[..., Iterable[bytes]]:
     """The service as a WSGI app, for any server or host application: the ``falcon.App``
@@ -43,17 +44,17 @@ def create_app(
     ``metrics``: what counts the requests (:class:`~plant_store.metrics.NoMetrics` when
     none); ``webhooks``: the worker that delivers what creates owe to
     ``config.webhook_urls``, woken after each (required when they are set, as deliveries
-    would otherwise wait unsent). Access lines go to ``log_stream`` when given, else
-    through the ``plant_store.access`` logger."""
+    would otherwise wait unsent). The two hear the layers' events
+    (:class:`~plant_store.events.Events`) as one. Access lines go to ``log_stream`` when
+    given, else through the ``plant_store.access`` logger."""
     metrics = metrics if metrics is not None else NoMetrics()
     webhooks = webhooks if webhooks is not None else NoWebhooks()
     if config.webhook_urls and isinstance(webhooks, NoWebhooks):
         raise ConfigError("create_app: webhook_urls is set but no worker delivers: pass "
                           "webhooks=plant_store.webhooks.start(config, store) (and stop it "
                           "when done), or the deliveries would wait in the outbox unsent")
-    middleware = stack(config, tokens, on_response=metrics.request,
-                       on_dropped=metrics.dropped, on_refused=metrics.refused,
-                       log_stream=log_stream)
+    events = Fanout(metrics, webhooks)
+    middleware = stack(config, tokens, events, log_stream=log_stream)
     app = falcon.App(middleware=middleware)
     # Falcon's default already; said here, as the plant resources rely on it for their
     # answers' Content-Type rather than setting it on each.
@@ -63,9 +64,8 @@ def create_app(
     resources: dict[str, object] = {
         routes.PLANTS: PlantsResource(
             store, config.max_body_size, config.page_size, config.max_page_size,
-            webhooks=config.webhook_urls, on_created=webhooks.wake,
-            on_unavailable=metrics.unavailable),
-        routes.PLANT: PlantResource(store, config.max_body_size, metrics.unavailable),
+            webhooks=config.webhook_urls, events=events),
+        routes.PLANT: PlantResource(store, config.max_body_size, events),
         routes.INDEX: IndexResource(docs=docs_page.INSTALLED),
         routes.HEALTH: HealthResource(),
         routes.READY: ReadyResource(store, getattr(tokens, "problem", lambda: None)),

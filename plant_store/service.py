@@ -38,15 +38,16 @@ class Service:
         if isinstance(self.tokens, TokenFile):
             self.tokens.entries()  # a file that cannot be read: refused at start, in one line
         self._owns_store = store is None
-        # The store reports its writes to the metrics' timings, given when it is opened
-        # (a store passed in reports to what its opener gave it).
+        # The store's events (its writes) go to the metrics' timings, given when it is
+        # opened, before the metrics, which read it (a store passed in reports to what its
+        # opener gave it); the layers above tell the metrics and the worker (create_app).
         timings = metrics.timings_for(config)
         self.store = store if store is not None else open_store(
-            config, lock_timeout=lock_timeout, observer=timings)
+            config, lock_timeout=lock_timeout, events=timings)
         self.webhooks: webhooks.WebhookWorker | webhooks.NoWebhooks = webhooks.NoWebhooks()
         try:
             self.metrics = metrics.for_config(config, self.store, metrics_dir, timings)
-            self.webhooks = webhooks.start(config, self.store, self.metrics.attempted)
+            self.webhooks = webhooks.start(config, self.store, self.metrics)
             self.app: Callable[..., Iterable[bytes]] = create_app(
                 config, store=self.store, tokens=self.tokens, webhooks=self.webhooks,
                 metrics=self.metrics, log_stream=log_stream)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 
-from plant_store.util import durable, regular_files
+from plant_store.util import files
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ class TokenFile:
     def _read(self) -> bytes:
         """The file's bytes, if it is a regular file of at most MAX_FILE_SIZE: a FIFO or a
         device put in its place would hold every request's check forever."""
-        with open(self.path, "rb", opener=regular_files.opener) as fh:
+        with open(self.path, "rb", opener=files.opener) as fh:
             data = fh.read(MAX_FILE_SIZE + 1)
         if len(data) > MAX_FILE_SIZE:
             raise ValueError(f"larger than {MAX_FILE_SIZE} bytes")
@@ -238,7 +238,7 @@ class TokenFile:
         directory = os.path.dirname(os.path.abspath(self.path))
         try:
             os.makedirs(directory, exist_ok=True)
-            fd = regular_files.opener(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+            fd = files.opener(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise TokenFileError(f"cannot lock token file {self.path} (by {self.path}.lock): "
                                  f"{exc.strerror}") from None
@@ -251,7 +251,7 @@ class TokenFile:
     def _write(self, entries: list[TokenEntry]) -> None:
         """Replace the file (under ``_changing``, which made its directory); mode 0600."""
         try:
-            with durable.replacing(self.path) as fh:
+            with files.replacing(self.path) as fh:
                 fh.write(json.dumps({"tokens": [asdict(e) for e in entries]}, indent=1).encode())
         except OSError as exc:
             raise TokenFileError(f"cannot write token file {self.path}: {exc.strerror}") from None

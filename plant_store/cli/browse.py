@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 from plant_store.config import Config
 from plant_store.http.schemas import id_from_text
-from plant_store.stores import Plant, Store, StoreError, Versioned, jsonfile, open_store
-from plant_store.stores.records import INT64_MAX, INT64_MIN
+from plant_store.stores import Store, StoreError, jsonfile, open_store
+from plant_store.stores.records import INT64_MAX, INT64_MIN, Plant, Versioned
 
 PAGE = 1000
 

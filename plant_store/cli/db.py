@@ -1,6 +1,6 @@
 """``plant-store db migrate``, ``check`` and ``rebase``: the PostgreSQL store's schema, on
 one connection of the command's own, through the store package's own functions
-(:mod:`plant_store.stores.postgres.admin`; its driver loaded only when used)."""
+(:mod:`plant_store.stores.postgres`; its driver loaded only when used)."""
 
 import argparse
 
@@ -24,20 +24,20 @@ def run(args: argparse.Namespace, cfg: config.Config) -> int:
     """The three actions; the driver loaded only here, when used: a lean install without
     it says which extra it lacks."""
     with needs_driver():  # only when used
-        from plant_store.stores.postgres import admin
+        from plant_store.stores import postgres
 
     if not cfg.database_url:
         raise StoreError("set database_url (or --database-url) to the PostgreSQL database")
     url, timeout = cfg.database_url, cfg.database_timeout
     if args.db_command == "migrate":
-        applied = admin.migrate(url, timeout)
+        applied = postgres.migrate(url, timeout)
         print("applied " + ", ".join(applied) if applied else "nothing to apply")
         return 0
     if args.db_command == "rebase":
-        admin.rebase(url, timeout)
+        postgres.rebase(url, timeout)
         print("positions continue above every earlier one, 2^32 transactions beyond")
         return 0
-    version, missing = admin.state(url, timeout)
+    version, missing = postgres.state(url, timeout)
     print(f"schema version {version}; "
           + (f"pending: {', '.join(missing)}" if missing else "nothing pending"))
     return 1 if missing else 0

@@ -34,9 +34,9 @@ from typing import BinaryIO, NamedTuple
 from marshmallow import ValidationError
 
 from plant_store.http.schemas import NotAnObject, describe, json_object, load_new_plant
-from plant_store.stores import BatchConflict, Plant, Store, StoreError
-from plant_store.stores.records import new_plant_json
-from plant_store.util.durable import replacing
+from plant_store.stores import BatchConflict, Store, StoreError
+from plant_store.stores.records import Plant, new_plant_json
+from plant_store.util.files import replacing
 from plant_store.util.words import counted
 
 PAGE = 10_000  # plants a page while exporting: the per-page cost (a query, a lock) vanishes
@@ -175,7 +175,7 @@ def check_output(path: str, kept: Iterable[str] = ()) -> None:
 @contextlib.contextmanager
 def output_file(path: str, kept: Iterable[str] = ()) -> Iterator[BinaryIO]:
     """A file written beside ``path`` and renamed over it once whole and on disk
-    (``durable.replacing``, which holds the directory by one descriptor throughout), so
+    (``files.replacing``, which holds the directory by one descriptor throughout), so
     ``path`` never holds a partial export that could pass for a whole one; mode 0600 (an
     export is the whole data set). Only a regular file is replaced, or a name with nothing
     there: a rename over a device, a pipe or a link would put a file where ``/dev/null``

@@ -12,7 +12,7 @@ from plant_store.cli.common import need_journal
 from plant_store.cli.grammar import STORE, Commands, command, group
 from plant_store.stores import JsonFileStore, StoreError, jsonfile, open_store
 from plant_store.stores.lock import StoreLocked
-from plant_store.stores.outbox import Delivery
+from plant_store.stores.records import Delivery
 from plant_store.util.words import counted
 from plant_store.webhooks import retry_requests
 from plant_store.webhooks import worker as webhooks

@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 import falcon
 
-from plant_store.util.single_flight import SingleFlight
+from plant_store.util.concurrency import SingleFlight
 
 
 class MetricsResource:

@@ -5,12 +5,12 @@ A request meets: CORS (first, so its headers reach every answer, 401s too), the 
 line and request id, the HTTPS check (before the token: plain HTTP is refused unread), the
 token check, the rate limit (after the token check, which names the client's token)."""
 
-from collections.abc import Callable
 from typing import Any, TextIO
 
 import falcon
 
 from plant_store.config import Config
+from plant_store.events import Events
 from plant_store.http.access_log import AccessLog
 from plant_store.http.auth import BearerAuth, Tokens
 from plant_store.http.https import RequireHttps
@@ -29,19 +29,17 @@ QUIET_PATHS = PUBLIC_PATHS | {METRICS}
 CORS_EXPOSED = ("Link", "X-Request-ID", "WWW-Authenticate", "Retry-After", "ETag")
 
 
-def stack(config: Config, tokens: Tokens, *,
-          on_response: Callable[[falcon.Request, falcon.Response, float], None],
-          on_dropped: Callable[[int], None], on_refused: Callable[[str], None],
+def stack(config: Config, tokens: Tokens, events: Events, *,
           log_stream: TextIO | None = None) -> list[Any]:
-    """The middleware, in order: ``on_response(req, resp, seconds)`` told of each answer,
-    ``on_dropped(lines)`` of access lines dropped, ``on_refused(reason)`` of each 401."""
+    """The middleware, in order, telling ``events`` of each answer (``request``), the
+    access lines dropped (``dropped``) and each 401 (``refused``)."""
     public = PUBLIC_PATHS | ({METRICS} if config.metrics == "public" else set())
     middleware: list[Any] = [  # falcon's middleware protocols
         AccessLog(log_stream, config.log_level, quiet_paths=QUIET_PATHS,
                   quiet_prefixes=PUBLIC_PREFIXES, log_format=config.log_format,
-                  on_response=on_response, on_dropped=on_dropped),
+                  on_response=events.request, on_dropped=events.dropped),
         BearerAuth(tokens, public, PUBLIC_PREFIXES, preflight=bool(config.cors_allow_origins),
-                   on_refused=on_refused)]
+                   on_refused=events.refused)]
     if config.require_https:
         middleware.insert(1, RequireHttps())
     if config.rate_limit:

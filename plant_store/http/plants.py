@@ -7,7 +7,7 @@ which costs less than setting the header on each (the create is the hot path).""
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -15,6 +15,7 @@ import falcon
 import orjson
 from marshmallow import ValidationError
 
+from plant_store.events import Events
 from plant_store.http import errors, etags
 from plant_store.http.schemas import (
     ID_RULE,
@@ -66,17 +67,16 @@ class PlantsResource:
 
     def __init__(
         self, store: Store, max_body_size: int, page_size: int = 100, max_page_size: int = 1000,
-        webhooks: tuple[str, ...] = (), on_created: Callable[[], None] | None = None,
-        on_unavailable: Callable[[str, StoreUnavailable], None] = lambda op, exc: None,
+        webhooks: tuple[str, ...] = (), events: Events | None = None,
     ) -> None:
-        """``on_unavailable(operation, exc)``: told each 503 the store caused (metrics)."""
+        """``events``: told each 503 the store caused (``unavailable``, the metrics) and
+        each create that owes ``webhooks`` deliveries (``created``, the worker)."""
         self._store = store
-        self._on_unavailable = on_unavailable
+        self._events = events if events is not None else Events()
         self._max_body = max_body_size
         self._page_size = page_size
         self._max_page = max_page_size
         self._webhooks = webhooks  # each create owes each of these a delivery
-        self._on_created = on_created
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         unknown = sorted(set(req.params) - {"limit", "cursor", "tag"})
@@ -95,7 +95,7 @@ class PlantsResource:
         try:
             plants, after = self._store.page(start, min(limit, self._max_page), tag)
         except StoreUnavailable as exc:
-            self._on_unavailable("list", exc)
+            self._events.unavailable("list", exc.cause)
             raise falcon.HTTPServiceUnavailable(
                 description="The store cannot list plants right now.") from None
         if after is not None:
@@ -118,11 +118,11 @@ class PlantsResource:
                 description=f"A plant with id {exc.stored.id} exists with a different name or tag."
             ) from None
         except StoreUnavailable as exc:
-            self._on_unavailable("create", exc)
+            self._events.unavailable("create", exc.cause)
             raise falcon.HTTPServiceUnavailable(description=CREATE_UNKNOWN if exc.unknown
                                                 else CREATE_NOT_DONE) from None
-        if created and self._on_created is not None:
-            self._on_created()
+        if created and self._webhooks:
+            self._events.created()
         resp.data = orjson.dumps(dump_plant(stored))
 
 
@@ -130,19 +130,18 @@ class PlantResource:
     """One plant: GET (with its ETag), PUT and DELETE, each conditional on If-Match and
     If-None-Match (RFC 9110 13.2.2: a failed If-None-Match is 304 for a GET, 412 else)."""
 
-    def __init__(self, store: Store, max_body_size: int,
-                 on_unavailable: Callable[[str, StoreUnavailable], None] =
-                 lambda op, exc: None) -> None:
+    def __init__(self, store: Store, max_body_size: int, events: Events | None = None) -> None:
+        """``events``: told each 503 the store caused (``unavailable``, the metrics)."""
         self._store = store
         self._max_body = max_body_size
-        self._on_unavailable = on_unavailable
+        self._events = events if events is not None else Events()
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, plant_id: str) -> None:
         number = _plant_id(plant_id)
         try:
             found = self._store.fetch(number)
         except StoreUnavailable as exc:
-            self._on_unavailable("get", exc)
+            self._events.unavailable("get", exc.cause)
             raise falcon.HTTPServiceUnavailable(
                 description="The store cannot read plants right now.") from None
         if found is None:
@@ -192,7 +191,7 @@ class PlantResource:
         except PreconditionFailed as exc:
             raise _failed(exc) from None
         except StoreUnavailable as exc:
-            self._on_unavailable(operation, exc)
+            self._events.unavailable(operation, exc.cause)
             raise falcon.HTTPServiceUnavailable(
                 description=unknown if exc.unknown else not_done) from None
 

@@ -43,9 +43,10 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from plant_store import __version__, logs, prometheus_adapter
+from plant_store import __version__, logs
 from plant_store.config import Config, ConfigError
 from plant_store.http import access_log, errors
+from plant_store.metrics import prometheus_adapter
 from plant_store.service import Service
 from plant_store.serving import probe_port, server_quirks
 from plant_store.serving.busy_threads import BusyThreads

@@ -30,7 +30,7 @@ subdirectories, stay.
 
 When a worker ends (recycled by ``max_requests``, killed, or at a reload), the master
 marks it dead for the client and merges its files into the ended workers' archive
-(:mod:`plant_store.metrics_archive`), in the same subdirectory, so it stays a few files
+(:mod:`plant_store.metrics.archive`), in the same subdirectory, so it stays a few files
 plus two per worker. Other pre-fork servers (uWSGI): set ``PROMETHEUS_MULTIPROC_DIR`` to a
 directory made empty at each start, e.g. systemd's ``RuntimeDirectory=``; it then keeps
 two files per worker that ever ran.
@@ -62,10 +62,11 @@ from gunicorn.workers.base import Worker  # noqa: E402
 from prometheus_client import multiprocess  # noqa: E402
 
 from plant_store import config as _config  # noqa: E402  # 'config' is a gunicorn setting
-from plant_store import logs, metrics_archive  # noqa: E402
+from plant_store import logs  # noqa: E402
+from plant_store.metrics import archive as metrics_archive  # noqa: E402
 from plant_store.serving import probe_port, waitress_adapter  # noqa: E402
 from plant_store.stores import one_process_problem  # noqa: E402
-from plant_store.util import once  # noqa: E402
+from plant_store.util.files import ONCE_ENV  # noqa: E402
 
 # Forwarded headers are the app's to judge (trusted_proxy, plant_store.util.forwarded):
 # gunicorn's own defaults take X-Forwarded-Proto from any loopback or Unix-socket peer as the scheme
@@ -120,7 +121,7 @@ def on_starting(server: Arbiter) -> None:
         raise SystemExit(f"plant-store: error: {ENV}={_configured or _metrics.parent}: "
                          f"{exc}") from None
     # What a worker says at its start is said by the first worker of this start only.
-    os.environ[once.ENV] = _once = tempfile.mkdtemp(prefix="plant-store-once-")
+    os.environ[ONCE_ENV] = _once = tempfile.mkdtemp(prefix="plant-store-once-")
 
 
 def nworkers_changed(server: Arbiter, new_value: int, old_value: int | None) -> None:

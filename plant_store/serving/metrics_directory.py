@@ -7,7 +7,7 @@ rewrites anything there but its own: at each start the master makes a subdirecto
 own there (:class:`OwnDirectory`), named ``plant-store-metrics-<pid>-<random>``, and names
 that one to its workers in ``PROMETHEUS_MULTIPROC_DIR`` before they fork; each worker
 counts in files there, a scrape sums those, and the ended workers' archive
-(:mod:`plant_store.metrics_archive`) is kept there too. So two services given one
+(:mod:`plant_store.metrics.archive`) is kept there too. So two services given one
 directory count apart, and a start begins from zero, as it always did (the directory was
 emptied at each start before). Without the variable, the subdirectory is made in the
 system's temporary directory instead.

@@ -15,12 +15,9 @@ its reads wait for the fsync that covers what they show).
 import abc
 from collections.abc import Iterator, Sequence
 
+from plant_store.events import Events
 from plant_store.stores.preconditions import Preconditions
-
-# What a store keeps is defined below the interface (records.py); stores take it from here.
-from plant_store.stores.records import Delivery as Delivery
-from plant_store.stores.records import Plant as Plant
-from plant_store.stores.records import Versioned as Versioned
+from plant_store.stores.records import Delivery, Plant, Versioned
 
 
 class StoreError(Exception):
@@ -54,17 +51,6 @@ CAUSES = ("io", "fsync", "broken", "unreachable", "read_only", "contention", "de
           "unconfirmed", "refused", "busy")
 
 
-class StoreObserver:
-    """What a store reports as it works; the metrics subclass it, and this one ignores all."""
-
-    def wrote(self, seconds: float) -> None:
-        """One durable write took ``seconds``: a JSON-file group commit (its fsync), or a
-        PostgreSQL write's round trip."""
-
-    def compacted(self, seconds: float) -> None:
-        """One compaction of the JSON file took ``seconds``."""
-
-
 class Conflict(StoreError):
     """The id is stored with another name or tag."""
 
@@ -81,11 +67,6 @@ class PreconditionFailed(StoreError):
         super().__init__(f"plant {stored.id} is not as {header} expects")
         self.stored = stored
         self.header = header
-
-
-# A write's preconditions, checked under the store's lock or row lock, so no other change
-# comes between the check and the write.
-Condition = Preconditions
 
 
 class BatchConflict(Conflict):
@@ -105,7 +86,7 @@ def replay(stored: Plant, plant: Plant) -> Plant:
     return stored
 
 
-def needs_update(stored: Versioned, plant: Plant, condition: Condition | None) -> bool:
+def needs_update(stored: Versioned, plant: Plant, condition: Preconditions | None) -> bool:
     """Whether an update of ``stored`` to ``plant`` writes: not when it is already done
     (RFC 9110 13.1.1: a retried update answers as the first did); PreconditionFailed
     when ``condition`` refuses the stored version (:meth:`Preconditions.refusal`)."""
@@ -117,7 +98,7 @@ def needs_update(stored: Versioned, plant: Plant, condition: Condition | None) -
     return not equal
 
 
-def check_delete(stored: Versioned, condition: Condition | None) -> None:
+def check_delete(stored: Versioned, condition: Preconditions | None) -> None:
     """PreconditionFailed when ``condition`` refuses the version a delete would remove."""
     if condition is not None:
         header = condition.refusal(stored.version)
@@ -127,7 +108,9 @@ def check_delete(stored: Versioned, condition: Condition | None) -> None:
 
 class PlantStore(abc.ABC):
     """The plant operations: plants by id, in creation order, each with its version
-    (contract: tests/unit/stores/test_stores.py, on every store)."""
+    (contract: tests/support/suites/plant_store_contract.py, run on every store). A write's
+    preconditions are checked under the store's lock or row lock, so no other change comes
+    between the check and the write."""
 
     @abc.abstractmethod
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
@@ -152,14 +135,14 @@ class PlantStore(abc.ABC):
 
     @abc.abstractmethod
     def update(self, plant: Plant,
-               condition: Condition | None = None) -> tuple[Versioned, bool] | None:
+               condition: Preconditions | None = None) -> tuple[Versioned, bool] | None:
         """Replace the name and tag of the plant stored under ``plant.id``, keeping its place
         in the creation order; return the stored plant with its version and whether this
         call wrote, or None when no plant has that id (an update never creates). See
         :func:`needs_update`."""
 
     @abc.abstractmethod
-    def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
+    def delete(self, plant_id: int, condition: Preconditions | None = None) -> bool:
         """Remove the plant; False when no plant has that id. The id may be created again.
         PreconditionFailed (the plant kept) when ``condition`` refuses it."""
 
@@ -196,8 +179,8 @@ class PlantStore(abc.ABC):
 
 class OutboxStore(abc.ABC):
     """The outbox protocol: the webhook deliveries creates owe, kept beside the plants, and
-    how workers take them lane by lane (contract: tests/unit/stores/
-    test_outbox_contract.py, on every store)."""
+    how workers take them lane by lane (contract:
+    tests/support/suites/outbox_store_contract.py, run on every store)."""
 
     @abc.abstractmethod
     def deliveries(self, *, dead: bool = False) -> list[Delivery]:
@@ -272,7 +255,7 @@ class Store(PlantStore, OutboxStore):
     """What every store promises (the module's docstring): the plant operations and the
     outbox protocol, one store's, and its readiness and end."""
 
-    observer = StoreObserver()  # a store that reports takes its observer when opened
+    events = Events()  # a store that reports (wrote, compacted) is given its events when opened
 
     def check(self) -> None:
         """Raise :class:`StoreUnavailable`, saying why, unless the store can take writes

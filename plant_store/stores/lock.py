@@ -14,7 +14,7 @@ import threading
 import time
 
 from plant_store.stores.base import DataDirError, StoreError
-from plant_store.util import regular_files
+from plant_store.util import files
 
 POLL_INTERVAL = 0.05  # seconds between tries while waiting for the owner to let go
 LOCK_FILE = "plants.lock"
@@ -40,7 +40,7 @@ def hold(data_dir: str, timeout: float = 0.0) -> int:
     except OSError as exc:
         raise DataDirError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
     if os.path.islink(os.path.normpath(data_dir)):  # 'link/.' and 'link/' are the link too
-        raise DataDirError(f"data directory {data_dir}: {regular_files.LINK}; name "
+        raise DataDirError(f"data directory {data_dir}: {files.LINK}; name "
                            f"{os.path.realpath(data_dir)} instead")
     return acquire(os.path.join(data_dir, LOCK_FILE), timeout)
 
@@ -53,7 +53,7 @@ def acquire(path: str, timeout: float = 0.0) -> int:
     by a signal, and signals belong to the main thread.
     """
     try:
-        fd = regular_files.opener(path, os.O_RDWR | os.O_CREAT)
+        fd = files.opener(path, os.O_RDWR | os.O_CREAT)
     except OSError as exc:
         raise DataDirError(f"cannot open lock file {path}: {exc.strerror}") from None
     deadline = time.monotonic() + timeout

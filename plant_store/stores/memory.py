@@ -22,16 +22,15 @@ from collections.abc import Sequence
 
 from plant_store.stores import lock
 from plant_store.stores.base import (
-    Condition,
-    Plant,
     Store,
-    Versioned,
     check_delete,
     needs_update,
     replay,
 )
 from plant_store.stores.order import CreationOrder
-from plant_store.stores.outbox import Delivery, Outbox, deliveries_for
+from plant_store.stores.outbox import Outbox, deliveries_for
+from plant_store.stores.preconditions import Preconditions
+from plant_store.stores.records import Delivery, Plant, Versioned
 from plant_store.stores.tags import TagIndex
 
 
@@ -63,7 +62,7 @@ class MemoryStore(Store):
         return replay(Plant(plant.id, *stored[2:]), plant), False
 
     def update(self, plant: Plant,
-               condition: Condition | None = None) -> tuple[Versioned, bool] | None:
+               condition: Preconditions | None = None) -> tuple[Versioned, bool] | None:
         with self._lock:
             stored = self._plants.get(plant.id)
             if stored is None:
@@ -76,7 +75,7 @@ class MemoryStore(Store):
             self._tags.add(plant.tag, seq, plant.id)
         return Versioned(plant, self._version(seq, rev + 1)), True
 
-    def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
+    def delete(self, plant_id: int, condition: Preconditions | None = None) -> bool:
         with self._lock:
             stored = self._plants.get(plant_id)
             if stored is None:

@@ -5,8 +5,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 
-from plant_store.stores.records import Delivery as Delivery  # its users take it from here
-from plant_store.stores.records import Plant, new_plant_json
+from plant_store.stores.records import Delivery, Plant, new_plant_json
 
 STATES = ("delivered", "failed", "dead", "retry")
 

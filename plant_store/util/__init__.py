@@ -1,2 +1,6 @@
-"""Small mechanisms with no knowledge of plants: a file replaced durably, a file opened
-without following links, one computation shared by concurrent callers."""
+"""Small mechanisms with no knowledge of plants: files made, opened and replaced safely
+(:mod:`~plant_store.util.files`), threads that serve several callers: one computation
+shared, calls batched, deadlines watched (:mod:`~plant_store.util.concurrency`), which hosts
+stay on this machine, forwarded headers and the wrapper that applies them
+(:mod:`~plant_store.util.forwarded`), the one registry of what a forked child redoes
+(:mod:`~plant_store.util.at_fork`), and plain words in what the commands print."""

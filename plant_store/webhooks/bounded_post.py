@@ -5,8 +5,9 @@ byte at a time never lets one read wait long, and holds the sender as long as it
 maintained clients are no better: urllib3's read timeout is the time between consecutive
 reads (its ``total`` only hands the reads what connecting left over, still per read), and
 httpx's read timeout is per chunk received. So the standard library's http.client is used,
-with a watchdog that shuts the socket down at the deadline: that wakes a blocked send or
-read at once, on plain and TLS connections alike.
+with a watchdog (:class:`~plant_store.util.concurrency.Watchdog`) that shuts the socket down
+at the deadline: that wakes a blocked send or read at once, on plain and TLS connections
+alike.
 
 Name resolution cannot be woken that way: ``getaddrinfo`` blocks in the C library (a DNS
 server that never answers holds it for the resolver's own retries, many seconds) and no
@@ -25,53 +26,20 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from plant_store.logs import escape
+from plant_store.util.concurrency import Watchdog
 from plant_store.webhooks.http_client_adapter import connect_with
 
 ANSWER_LIMIT = 65536  # bytes of the answer's body read; only its status matters
 
 
-class Watchdog:
-    """Shuts ``connection``'s socket down ``seconds`` from now, whatever it is doing.
-
-    Invariant: from the deadline until ``disarm()``, the connection's socket is shut down,
-    so nothing on it blocks. The timer shuts down the socket the connection holds when it
-    fires; a socket made while it fired (connect() had not returned) is shut down by
-    ``connected()``, called as soon as connect() returns. Once ``disarm()`` has returned
-    the watchdog never touches the socket again, so it may be closed and its descriptor
-    reused safely. Connecting itself is bounded by the connection's socket timeout.
-    """
-
-    def __init__(self, connection: http.client.HTTPConnection, seconds: float) -> None:
-        self._connection = connection
-        self._lock = threading.Lock()  # the timer's shutdown against connected() and disarm()
-        self._armed = True
-        self.fired = False
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _fire(self) -> None:
-        with self._lock:
-            if self._armed:
-                self.fired = True
-                self._shut_down()
-
-    def connected(self) -> None:
-        with self._lock:
-            if self.fired:
-                self._shut_down()
-
-    def disarm(self) -> None:
-        with self._lock:
-            self._armed = False
-        self._timer.cancel()
-
-    def _shut_down(self) -> None:
-        sock = self._connection.sock
-        if sock is not None:
-            with suppress(OSError):  # not connected, or shut down already
-                # The TCP socket's own method: under TLS it bypasses the TLS layer's state.
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+def _shut_down(connection: http.client.HTTPConnection) -> None:
+    """Make every send and read on ``connection``'s socket fail now (a step of the
+    watchdog: taken again once connect() returns, for a socket made as it ran)."""
+    sock = connection.sock
+    if sock is not None:
+        with suppress(OSError):  # not connected, or shut down already
+            # The TCP socket's own method: under TLS it bypasses the TLS layer's state.
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 # getaddrinfo's entries: family, kind, proto, canonical name, socket address.
@@ -130,10 +98,12 @@ def connector(deadline: float) -> Callable[..., socket.socket]:
 ERROR_LIMIT = 300  # characters of an error kept
 
 
-def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str | None:
+def post(url: str, body: bytes, headers: dict[str, str], timeout: float,
+         watchdog: Watchdog | None = None) -> str | None:
     """POST ``body``; None when the subscriber answered 2xx, all of it within ``timeout``
     seconds of the start, else what went wrong. An answer still coming at the deadline is a
-    failure, even if it had begun with 2xx."""
+    failure, even if it had begun with 2xx. ``watchdog``: the sender's (else one of its own,
+    for this POST) shuts the socket down at the deadline."""
     parts = urlsplit(url)
     connection_class = (http.client.HTTPSConnection if parts.scheme == "https"
                         else http.client.HTTPConnection)
@@ -145,11 +115,13 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str 
         return escape(f"ValueError: {url}: {exc}")[:ERROR_LIMIT]
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     connect_with(connection, connector(time.monotonic() + timeout))
-    watchdog = Watchdog(connection, timeout)
+    own = watchdog is None
+    watchdog = watchdog or Watchdog("plant-store-webhook-deadline")
+    entry = watchdog.enter(time.monotonic() + timeout, lambda: _shut_down(connection))
     error = None
     try:
         connection.connect()
-        watchdog.connected()
+        watchdog.again(entry)  # a socket made while the deadline's shutdown ran
         connection.request("POST", target, body, headers)
         response = connection.getresponse()
         response.read(ANSWER_LIMIT)
@@ -158,9 +130,11 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> str 
     except (OSError, http.client.HTTPException) as exc:
         error = f"{type(exc).__name__}: {exc}"
     finally:
-        watchdog.disarm()
+        fired = watchdog.exit(entry)  # from here the watchdog never touches the socket
         connection.close()
-    if watchdog.fired:
+        if own:
+            watchdog.close()
+    if fired:
         return f"TimeoutError: no complete answer within {timeout:g} s"
     # The subscriber chose part of it (a reason phrase, a status line): it goes in log lines
     # and in 'webhooks list' rows, so one line, escaped, and short.

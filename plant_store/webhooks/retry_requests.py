@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 import orjson
 
-from plant_store.util import durable, regular_files
+from plant_store.util import files
 
 log = logging.getLogger("plant_store.retry_requests")  # the name users filter on
 
@@ -41,7 +41,7 @@ POLL = 0.05  # seconds between the command's looks
 def submit(data_dir: str, delivery_ids: list[str]) -> str:
     """Leave a request for these dead letters; return its path."""
     path = os.path.join(data_dir, f"{PREFIX}{uuid.uuid4().hex}{SUFFIX}")
-    with durable.replacing(path) as fh:
+    with files.replacing(path) as fh:
         fh.write(orjson.dumps(delivery_ids))
     return path
 
@@ -126,7 +126,7 @@ def _withdraw(path: str) -> bool:
 
 def _read(path: str) -> list[str] | None:
     try:
-        with open(path, "rb", opener=regular_files.opener) as fh:  # a FIFO would hang here
+        with open(path, "rb", opener=files.opener) as fh:  # a FIFO would hang here
             ids = orjson.loads(fh.read(1 << 20))
     except (OSError, orjson.JSONDecodeError) as exc:
         log.error("ignoring webhook retry request %s: %s", path, exc)

@@ -17,7 +17,6 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
@@ -25,9 +24,11 @@ from standardwebhooks import Webhook
 
 from plant_store import __version__
 from plant_store.config import Config
+from plant_store.events import Events
 from plant_store.stores import Store, StoreUnavailable
-from plant_store.stores.outbox import Delivery
-from plant_store.util import once
+from plant_store.stores.records import Delivery
+from plant_store.util.concurrency import Watchdog
+from plant_store.util.files import first_this_start
 from plant_store.util.loopback import clear_text_urls
 from plant_store.util.words import counted
 from plant_store.webhooks import retry_requests
@@ -73,10 +74,11 @@ def retry(store: Store, delivery_ids: list[str] | None = None) -> list[str]:
     return store.retry_dead(delivery_ids)
 
 
-class WebhookWorker:
-    """Sends what the outbox owes: a dispatcher thread decides which URLs have deliveries
-    due, and each URL's deliveries go out in that URL's lane, one at a time and in order,
-    the lanes in parallel, so a slow or dead subscriber delays only its own deliveries.
+class WebhookWorker(Events):
+    """Sends what the outbox owes, woken by the one event it hears (``created``): a
+    dispatcher thread decides which URLs have deliveries due, and each URL's deliveries go
+    out in that URL's lane, one at a time and in order, the lanes in parallel, so a slow or
+    dead subscriber delays only its own deliveries.
 
     Invariants:
 
@@ -103,12 +105,11 @@ class WebhookWorker:
     LANE_BATCH = 100
     LANE_SLICE = 1.0  # seconds a lane keeps its thread while other lanes may wait for one
 
-    def __init__(self, store: Store, config: Config,
-                 on_attempt: Callable[[str], None] | None = None) -> None:
-        """``on_attempt(outcome)``: told each attempt's outcome, ``delivered``, ``failed``
-        or ``dead`` (for the metrics)."""
+    def __init__(self, store: Store, config: Config, events: Events | None = None) -> None:
+        """``events``: told each attempt's outcome (``attempted``: ``delivered``,
+        ``failed`` or ``dead``), for the metrics."""
         self._store = store
-        self._on_attempt = on_attempt or (lambda outcome: None)
+        self._events = events if events is not None else Events()
         self._signer = Webhook(config.webhook_secret)  # config.py has validated it
         self._max_attempts = config.webhook_max_attempts
         self._backoff = config.webhook_backoff
@@ -128,6 +129,7 @@ class WebhookWorker:
         # executor's own default, beyond which subscribers share threads.
         self._lanes = ThreadPoolExecutor(min(32, len(config.webhook_urls) + 2),
                                          thread_name_prefix="plant-store-webhook")
+        self._deadlines = Watchdog("plant-store-webhook-deadlines")  # one thread for every send
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="plant-store-webhooks",
@@ -141,6 +143,8 @@ class WebhookWorker:
         """A create was acknowledged: look at the outbox now rather than at the next timer."""
         self._wake.set()
 
+    created = wake  # the event it hears
+
     def stop(self) -> None:
         """Start no more deliveries, let those in flight end (each within the timeout: the
         lanes run in parallel, so all of them together too), then return."""
@@ -149,6 +153,7 @@ class WebhookWorker:
         if self._thread.is_alive():
             self._thread.join()
         self._lanes.shutdown(wait=True, cancel_futures=True)
+        self._deadlines.close()
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -226,20 +231,20 @@ class WebhookWorker:
             "User-Agent": f"plant-store/{__version__}",
             **signed(self._signer, delivery.id, delivery.body, int(time.time())),
         }
-        error = post(delivery.url, delivery.body, headers, self._timeout)
+        error = post(delivery.url, delivery.body, headers, self._timeout, self._deadlines)
         if error is None:
-            self._on_attempt("delivered")
+            self._events.attempted("delivered")
             self._store.settle(delivery.id, "delivered")
             self._set_due(delivery.url, None)
             return True
         if attempts >= self._max_attempts:
-            self._on_attempt("dead")
+            self._events.attempted("dead")
             self._store.settle(delivery.id, "dead", error)
             self._set_due(delivery.url, None)
             log.error("webhook delivery %s to %s failed %d times (%s); kept as a dead letter",
                       delivery.id, delivery.url, attempts, error)
             return True  # the next one may go: a dead letter holds nothing up
-        self._on_attempt("failed")
+        self._events.attempted("failed")
         delay = backoff(self._backoff, attempts)
         self._store.settle(delivery.id, "failed", error, retry_in=delay)
         self._set_due(delivery.url, delay)
@@ -266,9 +271,10 @@ class WebhookWorker:
         retry_requests.take(self._data_dir, act, self._ignored_requests)
 
 
-class NoWebhooks:
-    """Webhooks off (no ``webhook_secret``): a worker that sends nothing, so that the app
-    and the service call a worker whatever the settings, with no None to check."""
+class NoWebhooks(Events):
+    """Webhooks off (no ``webhook_secret``): a worker that sends nothing and hears no
+    event, so that the app and the service hold a worker whatever the settings, with no
+    None to check."""
 
     def wake(self) -> None:
         """Nothing to send."""
@@ -277,18 +283,19 @@ class NoWebhooks:
         """Nothing to stop."""
 
 
-def start(config: Config, store: Store, on_attempt: Callable[[str], None] | None = None
+def start(config: Config, store: Store, events: Events | None = None
           ) -> WebhookWorker | NoWebhooks:
     """A running worker when deliveries can be signed (``webhook_secret``): it sends what
     creates owe to ``webhook_urls``, what the outbox still owes to URLs since removed from
     them, and dead letters an operator asks for again. Says at start what is owed to URLs
-    no longer configured, and when nothing will send it. ``on_attempt``: see the worker."""
+    no longer configured, and when nothing will send it. ``events``: told each attempt's
+    outcome (the metrics)."""
     try:
         owed = store.deliveries()
     except StoreUnavailable:
         owed = []
     stale = collections.Counter(d.url for d in owed if d.url not in config.webhook_urls)
-    if stale and not once.first("stale-deliveries"):  # a recycled worker: said at start
+    if stale and not first_this_start("stale-deliveries"):  # a recycled worker: said at start
         stale.clear()
     for url, count in sorted(stale.items()):
         log.warning("%s owed to %s, which webhook_urls does not list: %s ('plant-store "
@@ -302,4 +309,4 @@ def start(config: Config, store: Store, on_attempt: Callable[[str], None] | None
                     "refuses these)", " and ".join(plain))
     if not config.webhook_secret:
         return NoWebhooks()
-    return WebhookWorker(store, config, on_attempt).start()
+    return WebhookWorker(store, config, events).start()

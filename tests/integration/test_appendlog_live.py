@@ -5,8 +5,9 @@ replaced under the log acknowledges nothing more."""
 
 import os
 
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore
 from plant_store.stores.jsonfile.store import DATA_FILE
+from plant_store.stores.records import Plant
 from support.forks import write_in_child
 from support.servers import Server
 

@@ -18,8 +18,9 @@ import psycopg
 import pytest
 
 from plant_store.config import Config
-from plant_store.stores import BatchConflict, Plant, open_store
+from plant_store.stores import BatchConflict, open_store
 from plant_store.stores.postgres import PostgresStore
+from plant_store.stores.records import Plant
 
 KILLED = 200_000  # plants of the killed import: 20 batches of transfer.BATCH
 

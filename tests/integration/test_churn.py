@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore
+from plant_store.stores.records import Plant
 from support.servers import Server
 
 IDS = 20

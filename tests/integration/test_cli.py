@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore
+from plant_store.stores.records import Plant
 from plant_store.tokens import TokenFile
 from support.servers import Server, run_cli
 

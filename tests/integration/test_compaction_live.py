@@ -5,8 +5,9 @@ one, whole, and the same plants and deliveries."""
 import os
 import threading
 
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore
 from plant_store.stores.jsonfile.store import COMPACT_FILE, DATA_FILE
+from plant_store.stores.records import Plant
 from support.filled_stores import fill, state
 from support.servers import Server, run_cli
 

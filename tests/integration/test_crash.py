@@ -12,7 +12,8 @@ from collections import Counter
 
 import pytest
 
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore
+from plant_store.stores.records import Plant
 from support.servers import Server
 
 KILLS = 20

@@ -20,7 +20,8 @@ import psycopg
 import pytest
 
 from plant_store.config import Config
-from plant_store.stores import JsonFileStore, Plant, open_store
+from plant_store.stores import JsonFileStore, open_store
+from plant_store.stores.records import Plant
 
 PLANTS = int(os.environ.get("PLANT_STORE_ROUNDTRIP_PLANTS", "5000"))
 TIMEOUT = 60 + PLANTS / 500  # seconds for one command; an import runs about 3,000 a second

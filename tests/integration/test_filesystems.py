@@ -7,7 +7,8 @@ turns read-only while running is covered by the injected faults of test_jsonfile
 import os
 import signal
 
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore
+from plant_store.stores.records import Plant
 from support import mounts
 from support.journals import records
 from support.servers import Server, run_cli

@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore
 from plant_store.stores.jsonfile.journal import CorruptJournal
+from plant_store.stores.records import Plant
 from support.journals import records
 from support.servers import run_cli
 

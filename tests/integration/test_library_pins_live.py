@@ -1,7 +1,7 @@
 """The real-server half of tests/unit/test_library_pins.py: the library behaviour the adapters
 rely on, pinned against the installed releases: a release that changes it fails here, naming the
-library (plant_store.prometheus_adapter and plant_store.stores.postgres.pool_adapter list what
-is relied on)."""
+library (plant_store.metrics.prometheus_adapter and plant_store.stores.postgres.pool_adapter list
+what is relied on)."""
 
 import importlib.metadata
 import os
@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from plant_store import prometheus_adapter
+from plant_store.metrics import prometheus_adapter
 from support.metrics import scrape_directory
 
 PROMETHEUS = f"prometheus_client {importlib.metadata.version('prometheus_client')}"

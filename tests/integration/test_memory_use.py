@@ -7,7 +7,8 @@ import sys
 
 MEASURE = """
 import sys, tempfile
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore
+from plant_store.stores.records import Plant
 def rss():
     return int(open("/proc/self/statm").read().split()[1]) * 4096
 with JsonFileStore(tempfile.mkdtemp(), fsync=False, compact_share=0) as store:

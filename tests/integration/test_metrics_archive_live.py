@@ -1,4 +1,4 @@
-"""The real-server half of tests/unit/serving/test_metrics_archive.py: ended workers' metric
+"""The real-server half of tests/unit/metrics/test_metrics_archive.py: ended workers' metric
 files merged into one archive: a scrape's text is the same after as before, and scrapes racing
 the merges never count an ended worker twice or not at all."""
 
@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from plant_store import metrics_archive
+from plant_store.metrics import archive as metrics_archive
 from support.metrics import scrape_archive, write_worker
 
 

@@ -1,4 +1,4 @@
-"""The real-server half of tests/unit/test_metrics.py: ``/metrics``: a real scrape of a real
+"""The real-server half of tests/unit/metrics/test_metrics.py: ``/metrics``: a real scrape of a real
 server, parsed with the Prometheus client's own text parser, counts exactly what was sent; who
 may read it is a setting; gunicorn's workers on one PostgreSQL database add up in one scrape."""
 

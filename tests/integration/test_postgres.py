@@ -10,9 +10,10 @@ import psycopg
 import psycopg.conninfo
 import pytest
 
-from plant_store.stores import Conflict, Plant, StoreError, StoreUnavailable
+from plant_store.stores import Conflict, StoreError, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore, schema
-from plant_store.stores.postgres.queries import QUERIES
+from plant_store.stores.postgres.schema import QUERIES
+from plant_store.stores.records import Plant
 from support.servers import run_cli
 
 

@@ -1,6 +1,7 @@
-"""Creates combined into batches on PostgreSQL (batches.py, query ``create``), with every
-batch formed on purpose: a first create is held at a lock while the others queue behind it
-in a known order, so they run as the next batch, one statement and one transaction.
+"""Creates combined into batches on PostgreSQL (``util.concurrency.Batcher``, used by
+``postgres.writes``, query ``create``), with every batch formed on purpose: a first create
+is held at a lock while the others queue behind it in a known order, so they run as the
+next batch, one statement and one transaction.
 
 Every step waits for an event it can see (a backend waiting at a lock, a call in the
 batcher's queue), never for a clock: a batch held on purpose waits at its row as long as
@@ -17,10 +18,11 @@ import time
 import psycopg
 import pytest
 
-from plant_store.stores import Conflict, Plant, StoreUnavailable
+from plant_store.stores import Conflict, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore, schema
-from plant_store.stores.postgres.creates import BATCH_LOCK_WAIT
-from plant_store.stores.postgres.queries import QUERIES
+from plant_store.stores.postgres.schema import QUERIES
+from plant_store.stores.postgres.writes import BATCH_LOCK_WAIT
+from plant_store.stores.records import Plant
 
 HOOKS = ("http://127.0.0.1:9/hook",)
 PATIENT = 60.0  # seconds: a deadline no setup reaches, however loaded the machine

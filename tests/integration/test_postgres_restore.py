@@ -8,9 +8,10 @@ import subprocess
 
 import pytest
 
-from plant_store.stores import Plant, PreconditionFailed
+from plant_store.stores import PreconditionFailed
 from plant_store.stores.postgres import PostgresStore
 from plant_store.stores.preconditions import Preconditions
+from plant_store.stores.records import Plant
 
 pytestmark = pytest.mark.slow  # real servers and PostgreSQL: .ci/run runs them after the suite
 

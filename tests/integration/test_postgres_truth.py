@@ -22,8 +22,9 @@ import webtest
 
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.stores import Plant, StoreError, StoreUnavailable
+from plant_store.stores import StoreError, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore
+from plant_store.stores.records import Plant
 from plant_store.tokens import TokenFile
 from support.pgserver import PostgresServer, a_postgres_server
 from support.servers import Server, ended

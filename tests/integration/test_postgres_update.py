@@ -12,10 +12,11 @@ import webtest
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.http.etags import etag
-from plant_store.stores import Plant, PreconditionFailed, StoreUnavailable
+from plant_store.stores import PreconditionFailed, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore, schema
 from plant_store.stores.postgres import store as pg_store
 from plant_store.stores.preconditions import ANY, Preconditions
+from plant_store.stores.records import Plant
 from plant_store.tokens import TokenFile
 from support.pgserver import a_postgres_server
 from support.servers import Server

@@ -23,8 +23,9 @@ from plant_store.config import Config
 from plant_store.http.request_id import RequestId
 from plant_store.service import Service
 from plant_store.serving.lazy_app import UNAVAILABLE
-from plant_store.stores import JsonFileStore, Plant, open_store
+from plant_store.stores import JsonFileStore, open_store
 from plant_store.stores.lock import StoreLocked
+from plant_store.stores.records import Plant
 from support.prefork import APP, BIN, gunicorn, uwsgi
 from support.receiver import SECRET, Receiver, verified
 from support.servers import StoreHolder, free_port

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from plant_store.stores import JsonFileStore, Plant, StoreUnavailable
+from plant_store.stores import JsonFileStore, StoreUnavailable
+from plant_store.stores.records import Plant
 
 PRECIOUS = b"root:x:0:0:precious\n"
 

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from plant_store.config import Config
-from plant_store.stores import Plant
+from plant_store.stores.records import Plant
 from plant_store.tokens import TokenFile
 from plant_store.webhooks import worker as webhooks
 from support.receiver import SECRET, Receiver, Stalling

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from plant_store.config import Config
-from plant_store.stores import MemoryStore, Plant
+from plant_store.stores import MemoryStore
+from plant_store.stores.records import Plant
 from plant_store.webhooks import worker as webhooks
 from support.receiver import SECRET, Receiver, Stalling, verified
 from support.servers import Server, run_cli

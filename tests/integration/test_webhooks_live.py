@@ -12,7 +12,8 @@ import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from plant_store.config import Config
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore
+from plant_store.stores.records import Plant
 from plant_store.webhooks import worker as webhooks
 from support.receiver import SECRET, Receiver, serve_flags, verified
 from support.servers import Server, free_port, run_cli

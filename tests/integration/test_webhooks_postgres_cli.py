@@ -123,7 +123,7 @@ def test_the_list_migrates_nothing(database_url):
 def test_retry_dead_is_whole_or_nothing_on_every_store(store):
     """Store.retry_dead, which the command calls: the JSON-file store's server and the
     PostgreSQL store's command alike move dead letters back whole, or refuse and move none."""
-    from plant_store.stores import Plant
+    from plant_store.stores.records import Plant
 
     url = "http://127.0.0.1:9/hook"
     for plant_id in (1, 2, 3):

@@ -1,7 +1,7 @@
 """A store filled with every kind of record, and all that a client or the webhook worker
 can see of it."""
 
-from plant_store.stores import Plant
+from plant_store.stores.records import Plant
 
 HOOK = ("http://127.0.0.1:9/hook",)
 

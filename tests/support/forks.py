@@ -1,6 +1,7 @@
 """What a store does in a forked child."""
 
-from plant_store.stores import Plant, StoreUnavailable
+from plant_store.stores import StoreUnavailable
+from plant_store.stores.records import Plant
 
 
 def write_in_child(store):

@@ -7,7 +7,7 @@ from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
-from plant_store import metrics_archive
+from plant_store.metrics import archive as metrics_archive
 
 WORKERS = 60
 

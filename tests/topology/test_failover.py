@@ -31,7 +31,7 @@ from support.servers import Server
 pytestmark = [pytest.mark.topology, pytest.mark.timeout(900)]
 
 DEADLINE = 5  # --database-timeout, the default operators run
-GRACE = 1.0  # the watchdog's cancel, then the socket shut down (deadline.py)
+GRACE = 1.0  # the watchdog's cancel, then the socket shut down (postgres/connection.py)
 CLIENTS = 16
 THREADS = 24  # waitress threads: more than the clients, so /ready never queues behind them
 CLIENT_TIMEOUT = 15  # seconds a client waits for an answer: "no answer" past it
@@ -327,8 +327,8 @@ def test_a_physical_backup_restored_as_the_primary_then_db_rebase(bindir):
     and timeline, so the store cannot see that positions after the backup were lost and
     may be handed out again; 'plant-store db rebase' moves them past (found by the hostile
     pass: a held cursor skipped 10 of 60 new plants)."""
-    from plant_store.stores import Plant
     from plant_store.stores.postgres import PostgresStore
+    from plant_store.stores.records import Plant
     from support.pgcluster import DATABASE, Node
     from support.servers import run_cli
 

@@ -21,7 +21,7 @@ import types
 
 import pytest
 
-from plant_store.stores import Plant
+from plant_store.stores.records import Plant
 from plant_store.tokens import TokenFile
 from support.needs import NO_POSTGRES, needed
 from support.pgbouncer import PgBouncer, find_pgbouncer

@@ -1,6 +1,6 @@
 """The library behaviour the adapters rely on, pinned against the installed releases: a
-release that changes it fails here, naming the library (plant_store.prometheus_adapter and
-plant_store.stores.postgres.pool_adapter list what is relied on)."""
+release that changes it fails here, naming the library (plant_store.metrics.prometheus_adapter
+and plant_store.stores.postgres.pool_adapter list what is relied on)."""
 
 import importlib.metadata
 import itertools
@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from psycopg_pool.base import AttemptWithBackoff
 
-from plant_store import prometheus_adapter
+from plant_store.metrics import prometheus_adapter
 from plant_store.stores.postgres import pool_adapter
 
 POOL = f"psycopg_pool {psycopg_pool.__version__}"

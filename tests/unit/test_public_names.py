@@ -56,7 +56,7 @@ LOGGERS = {
     "plant_store.stores.jsonfile.appendlog": "plant_store.stores.appendlog",
     # The PostgreSQL store's parts log under the store's name (issue 44 split them out).
     "plant_store.stores.postgres.attempts": "plant_store.stores.postgres.store",
-    "plant_store.stores.postgres.session": "plant_store.stores.postgres.store",
+    "plant_store.stores.postgres.connection": "plant_store.stores.postgres.store",
     "plant_store.stores.postgres.store": "plant_store.stores.postgres.store",
 }
 

@@ -42,7 +42,7 @@ from plant_store.logs import Throttle
 from plant_store.stores import lock
 from plant_store.stores.base import StoreUnavailable
 from plant_store.util import at_fork
-from plant_store.util.durable import fsync_dir
+from plant_store.util.files import fsync_dir
 
 log = logging.getLogger("plant_store.stores.appendlog")  # the name users filter on
 

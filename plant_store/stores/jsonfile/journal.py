@@ -60,12 +60,39 @@ class CorruptJournal(StoreError):
         self.path, self.lineno, self.reason = path, lineno, reason
 
 
+# The codec of a stored plant, its one reader and its one writer: a record that holds a
+# plant is written by encode_create or encode_update (through records.plant_fields, the
+# plant's one JSON form) and read back by plant_values, checked, whether it is replayed at
+# start-up or read from the index (decode_plant).
+
 def encode_create(plant: Plant, deliveries: list[Delivery] | tuple[Delivery, ...] = ()) -> bytes:
     record = {"op": "create", **plant_fields(plant)}
     if deliveries:
         record["webhooks"] = [{"id": d.id, "url": d.url} for d in deliveries]
     return kept(orjson.dumps(record))
 
+
+def encode_update(plant: Plant) -> bytes:
+    return orjson.dumps({"op": "update", **plant_fields(plant)})
+
+
+def plant_values(record: dict[str, Any]) -> tuple[int, str, str | None]:
+    """The id, name and tag of a record that holds a plant (a create, an update, an outbox
+    body), checked; a tuple, not a Plant, since making a Plant for each of a million
+    records at start-up costs seconds."""
+    plant_id, name, tag = record.get("id"), record.get("name"), record.get("tag")
+    if type(plant_id) is not int or not INT64_MIN <= plant_id <= INT64_MAX:
+        raise ValueError("id is not an int64")
+    if type(name) is not str:
+        raise ValueError("name is not a string")
+    if "tag" in record and type(tag) is not str:
+        raise ValueError("tag is not a string")
+    return plant_id, name, tag
+
+
+def decode_plant(record: bytes) -> Plant:
+    """The plant of a create record the index keeps."""
+    return Plant(*plant_values(orjson.loads(record)))
 
 
 LEGACY = "0"  # the epoch of what a file holds before its first epoch line
@@ -87,10 +114,6 @@ def encode_epoch(epoch: str) -> bytes:
     return orjson.dumps({"op": "epoch", "epoch": epoch})
 
 
-def encode_update(plant: Plant) -> bytes:
-    return orjson.dumps({"op": "update", **plant_fields(plant)})
-
-
 def encode_delete(plant_id: int) -> bytes:
     return orjson.dumps({"op": "delete", "id": plant_id})
 
@@ -106,11 +129,6 @@ def encode_outbox(d: Delivery) -> bytes:
 
 def encode_header(next_seq: int) -> bytes:
     return orjson.dumps({"op": "compacted", "next_seq": next_seq})
-
-
-def decode_plant(record: bytes) -> Plant:
-    fields = orjson.loads(record)
-    return Plant(fields["id"], fields["name"], fields.get("tag"))
 
 
 def _int(record: dict[str, Any], key: str, low: int = INT64_MIN, high: int = INT64_MAX) -> int:
@@ -129,19 +147,6 @@ def _str(record: dict[str, Any], key: str, optional: bool = False) -> str | None
     if not (type(value) is str or (optional and value is None)):
         raise ValueError(f"{key} is not a string")
     return value
-
-
-def _plant_fields(record: dict[str, Any]) -> tuple[int, str, str | None]:
-    """The id, name and tag of a create record or an outbox body, checked; a tuple, not a
-    Plant, since making a Plant for each of a million records at start-up costs seconds."""
-    plant_id, name, tag = record.get("id"), record.get("name"), record.get("tag")
-    if type(plant_id) is not int or not INT64_MIN <= plant_id <= INT64_MAX:
-        raise ValueError("id is not an int64")
-    if type(name) is not str:
-        raise ValueError("name is not a string")
-    if "tag" in record and type(tag) is not str:
-        raise ValueError("tag is not a string")
-    return plant_id, name, tag
 
 
 @dataclass
@@ -182,7 +187,7 @@ class _Replay:
     def _untag(self, plant_id: int) -> int:
         """Take ``plant_id`` out of its tag's order; its sequence number."""
         seq, line, _, _ = self.index[plant_id]
-        tag = orjson.loads(line).get("tag")
+        tag = decode_plant(line).tag
         if tag is not None:
             seqs = self.tag_seqs[tag]
             del seqs[seq]
@@ -201,7 +206,7 @@ class _Replay:
             del self.seqs[self._untag(plant_id)]
             del self.index[plant_id]
         elif op == "update":
-            plant = Plant(*_plant_fields(record))
+            plant = Plant(*plant_values(record))
             if plant.id not in self.index:
                 raise ValueError(f"id {plant.id} is updated but not stored")
             rev = self.index[plant.id][2] + 1
@@ -224,7 +229,7 @@ class _Replay:
             dead = record.get("dead")
             if type(dead) is not bool:
                 raise ValueError("dead is not a boolean")
-            plant = Plant(*_plant_fields(body))
+            plant = Plant(*plant_values(body))
             self.outbox.add(Delivery(
                 _str(record, "id"), plant.id, _str(record, "url"), new_plant_json(plant),
                 _int(record, "attempts", 0), _str(record, "error", True), dead))
@@ -241,7 +246,7 @@ class _Replay:
             raise ValueError("unknown op")
 
     def _create(self, line: bytes, record: dict[str, Any]) -> None:
-        plant_id, name, tag = _plant_fields(record)
+        plant_id, name, tag = plant_values(record)
         if plant_id in self.index:
             raise ValueError(f"id {plant_id} is created twice")
         seq, rev = self.next_seq, 0

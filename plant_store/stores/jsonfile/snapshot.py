@@ -12,7 +12,7 @@ from plant_store.stores.base import DataDirError
 from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.store import DATA_FILE
 from plant_store.stores.records import Delivery, Plant, Versioned
-from plant_store.util import regular_files
+from plant_store.util import files
 
 
 class Snapshot:
@@ -22,7 +22,7 @@ class Snapshot:
         """Read ``data_dir``'s journal (DataDirError, CorruptJournal)."""
         path = os.path.join(data_dir, DATA_FILE)
         try:
-            with open(path, "rb", opener=regular_files.opener) as fh:  # a FIFO would hang
+            with open(path, "rb", opener=files.opener) as fh:  # a FIFO would hang
                 self._state = journal.read(path, fh.read())
         except OSError as exc:
             raise DataDirError(f"cannot read {path}: {exc.strerror}") from None

@@ -25,26 +25,24 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 
+from plant_store.events import Events
 from plant_store.stores import lock
 from plant_store.stores.base import (
     BatchConflict,
-    Condition,
     Conflict,
     DataDirError,
-    Plant,
     Store,
-    StoreObserver,
     StoreUnavailable,
-    Versioned,
     check_delete,
     needs_update,
     replay,
 )
 from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.appendlog import AppendLog
-from plant_store.stores.outbox import Delivery, deliveries_for
-from plant_store.util import at_fork, regular_files
-from plant_store.util.durable import fsync_dir
+from plant_store.stores.outbox import deliveries_for
+from plant_store.stores.preconditions import Preconditions
+from plant_store.stores.records import Delivery, Plant, Versioned
+from plant_store.util import at_fork, files
 
 log = logging.getLogger("plant_store.stores.jsonfile")  # the name users filter on
 
@@ -72,9 +70,9 @@ class JsonFileStore(Store):
     COMPACT_RETRY_DELAY = 60.0
 
     def __init__(self, data_dir: str, *, fsync: bool = True, compact_share: float = 0.5,
-                 lock_timeout: float = 0.0, observer: StoreObserver | None = None) -> None:
-        """``observer``: told each group commit's and compaction's time (the metrics)."""
-        self.observer = observer if observer is not None else StoreObserver()
+                 lock_timeout: float = 0.0, events: Events | None = None) -> None:
+        """``events``: told each group commit's and compaction's time (the metrics)."""
+        self.events = events if events is not None else Events()
         self.data_dir = data_dir
         self.path = os.path.join(data_dir, DATA_FILE)
         self._compact_share = compact_share
@@ -85,7 +83,7 @@ class JsonFileStore(Store):
             lock.release(lock_fd)
             raise
         self._log = AppendLog(self.path, fd, self, fsync=fsync, lock_fd=lock_fd,
-                              on_sync=lambda seconds: self.observer.wrote(seconds))
+                              on_sync=self.events.wrote)
         self._cond = self._log.cond
         self._index, self._order, self._outbox = state.index, state.order, state.outbox
         self._tags = state.tags
@@ -151,7 +149,7 @@ class JsonFileStore(Store):
         return plant, True
 
     def update(self, plant: Plant,
-               condition: Condition | None = None) -> tuple[Versioned, bool] | None:
+               condition: Preconditions | None = None) -> tuple[Versioned, bool] | None:
         """The journal gets an update record; the index the plant's create record, as a
         compaction would write it, at the plant's own sequence number, one revision on, in
         this run's epoch."""
@@ -236,7 +234,7 @@ class JsonFileStore(Store):
             raise BatchConflict(conflict.stored, done)
         return done
 
-    def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
+    def delete(self, plant_id: int, condition: Preconditions | None = None) -> bool:
         line = journal.encode_delete(plant_id)
         with self._cond:
             self._log.wait_for(plant_id)
@@ -401,7 +399,7 @@ class JsonFileStore(Store):
             lines += [journal.encode_outbox(d) for d in owed]
             tmp = os.path.join(self.data_dir, COMPACT_FILE)
             try:
-                fd = regular_files.opener(tmp, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC)
+                fd = files.opener(tmp, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC)
             except OSError as exc:
                 raise StoreUnavailable(f"cannot write {tmp}: {exc.strerror}") from None
             try:
@@ -416,7 +414,7 @@ class JsonFileStore(Store):
                 self._records = (len(lines) - headers + tail.count(b"\n")
                                  - tail.count(b'{"op":"epoch",'))  # the header lines aside
             self.compactions += 1
-        self.observer.compacted(time.perf_counter() - started)
+        self.events.compacted(time.perf_counter() - started)
         log.info("compacted %s from %d to %d bytes", self.path, before, size)
         return before, size
     def _maybe_compact(self) -> None:
@@ -445,12 +443,12 @@ class JsonFileStore(Store):
             with contextlib.suppress(FileNotFoundError):  # a compaction that died before
                 os.unlink(os.path.join(self.data_dir, COMPACT_FILE))  # its rename: never live
             created = not os.path.lexists(path)
-            fd = regular_files.opener(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            fd = files.opener(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         except OSError as exc:
             raise DataDirError(f"cannot open {path}: {exc.strerror}") from None
         try:
             if created:  # make the new directory entry durable too
-                fsync_dir(self.data_dir, self._fsync_fd)
+                files.fsync_dir(self.data_dir, self._fsync_fd)
             with open(fd, "rb", closefd=False) as fh:
                 state = journal.read(path, fh.read())
             if state.torn:

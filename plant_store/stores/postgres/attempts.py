@@ -1,5 +1,6 @@
 """Attempts and what their failures mean: the machinery that makes every answer true and
-none wait without bound, kept apart from the store's semantics (store.py).
+none wait without bound, kept apart from the store's semantics (store.py); and readiness,
+a write on a connection of its own (:class:`Prober`).
 
 An operation (one call of the store) runs its statements as attempts on pooled
 connections, all under one deadline. An attempt ends in one of three ways: done; not done
@@ -22,12 +23,15 @@ Invariants:
    watchdog acted on it (never reused).
 """
 
+import contextlib
 import dataclasses
 import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
 import psycopg
@@ -35,11 +39,11 @@ from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
 from plant_store.stores.base import StoreUnavailable
-from plant_store.stores.postgres import notices
-from plant_store.stores.postgres.connection import reason
-from plant_store.stores.postgres.deadline import Watchdog
+from plant_store.stores.postgres import schema
+from plant_store.stores.postgres.connection import noted, reason, unconfirmed, watched
 from plant_store.stores.postgres.pool_adapter import Pool
-from plant_store.stores.postgres.queries import QUERIES
+from plant_store.stores.postgres.schema import QUERIES
+from plant_store.util.concurrency import Watchdog
 
 log = logging.getLogger("plant_store.stores.postgres.store")  # the name users filter on
 
@@ -101,7 +105,7 @@ class Operation:
 class Attempts:
     """Runs named queries on the pool's connections: one attempt, and attempts until one
     is settled or the operation's deadline passes. ``wrote(seconds)``: told each write's
-    round trip (the store's observer, looked up at each write: an app replaces it)."""
+    round trip (the store's events' ``wrote``, given when it opens)."""
 
     def __init__(self, pool: Pool, watchdog: Watchdog, *, where: str, timeout: float,
                  pool_size: int, wrote: Callable[[float], None]) -> None:
@@ -171,17 +175,17 @@ class Attempts:
             raise NotDone(StoreUnavailable(
                 f"{self.where} is not reachable, or all {self._pool_size} connections are "
                 f"busy: none free within {self.timeout:g} s", "unreachable")) from None
-        entry = self._watchdog.enter(conn, deadline)
+        entry = watched(self._watchdog, conn, deadline)
         try:
-            notices.noted(conn).clear()
+            noted(conn).clear()
             started = time.perf_counter()  # the round trip, not the pool's wait
             answer = (work(conn) if work is not None
                       else result(conn.execute(QUERIES[name], params)))
             if name in WRITES:
-                if notices.unconfirmed(notices.noted(conn)):
+                if unconfirmed(noted(conn)):
                     log.warning("%s: a %s's commit was not confirmed (a cancelled wait for a "
                                 "synchronous standby?): %s", self.where, name,
-                                "; ".join(message or "" for _, message in notices.noted(conn)))
+                                "; ".join(message or "" for _, message in noted(conn)))
                     raise Unsettled()
                 self._wrote(time.perf_counter() - started)
             return answer
@@ -229,3 +233,118 @@ class Attempts:
         """How many requests wait for a connection, and since when the first (monotonic)."""
         with self._waiting_lock:
             return len(self._waiting), min(self._waiting.values(), default=None)
+
+
+class Prober:
+    """Readiness on a path of its own: ``/ready`` answers within a second whatever the request
+    threads and their pool are doing.
+
+    Invariants:
+
+    - A probe runs on the prober's own connection, never one of the pool's, so a pool that
+      every request thread is waiting on cannot delay it.
+    - At most one probe runs at a time; a check that finds one running waits for that one's
+      result (up to ``wait``) instead of starting another, so probes that time out cannot pile
+      up connections on a server that is not answering.
+    - A check never waits longer than ``wait`` after the running probe began: past it, the
+      answer is "not ready" at once, and the probe goes on in the background until the
+      watchdog ends it. A probe that failed slowly (it took its whole wait) has its answer
+      given again, at once, for ``wait`` after it ended; a quick "no" (a refused connection)
+      is cheap to ask again, and is. So probes in a row or at once (an orchestrator's, a
+      load balancer's, the two threads that serve probes) cost one probe's wait, not one
+      each; a success is never reused, so "ready" is always a write that just committed.
+    """
+
+    def __init__(self, connect: Callable[[], psycopg.Connection], watchdog: Watchdog,
+                 where: str, wait: float = 0.9) -> None:
+        self._connect = connect
+        self._watchdog = watchdog
+        self._where = where
+        self._wait = wait
+        self._lock = threading.Lock()
+        self._running: Future[Any] | None = None
+        self._started = 0.0  # when the running probe began (monotonic)
+        self._finished = 0.0  # when the last one ended
+        self._conn: psycopg.Connection | None = None  # only the probe's thread uses it
+        self._closed = False
+
+    def check(self) -> None:
+        """Return when a write committed as a create's would; else StoreUnavailable."""
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable(f"{self._where}: the store is closed", "unreachable")
+            running = self._running
+            finished = running is not None and running.done()
+            error = running.exception() if running is not None and finished else None
+            if error is not None and (
+                    self._finished - self._started >= self._wait  # a slow "no", not a quick one
+                    and time.monotonic() - self._finished < self._wait):
+                raise error  # said within the wait: say it again
+            if self._running is None or finished:
+                self._running = Future()
+                self._started = time.monotonic()
+                threading.Thread(target=self._probe, args=(self._running,),
+                                 name="plant-store-ready", daemon=True).start()
+            running = self._running
+            # A probe already past its wait has answered "not ready" to someone: say so at
+            # once rather than wait again, so probes never queue behind a stuck one.
+            left = self._started + self._wait - time.monotonic()
+        try:
+            running.result(timeout=max(left, 0))
+        except FutureTimeout:
+            raise StoreUnavailable(f"{self._where} did not confirm a write within "
+                                   f"{self._wait:g} s", "deadline") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle = self._running is None or self._running.done()
+            if idle and self._conn is not None:  # else the probe's thread closes it
+                self._conn.close()
+                self._conn = None
+
+    def _probe(self, result: Future[Any]) -> None:
+        try:
+            self._write()
+        except StoreUnavailable as exc:
+            result.set_exception(exc)
+        except BaseException as exc:  # never leave a waiter without an answer
+            result.set_exception(StoreUnavailable(f"{self._where}: {reason(exc)}", "unreachable"))
+        else:
+            result.set_result(None)
+        finally:
+            with self._lock:
+                self._finished = time.monotonic()
+                if self._closed and self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+
+    def _write(self) -> None:
+        try:
+            conn = self._conn = self._conn or self._connect()
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"{self._where} is not reachable: {reason(exc)}",
+                                   "unreachable") from None
+        entry = watched(self._watchdog, conn, time.monotonic() + self._wait)
+        try:
+            noted(conn).clear()
+            conn.execute(QUERIES["probe"])
+            too_new = schema.too_new(conn)  # a later release's contract step applied
+            if too_new:
+                raise StoreUnavailable(f"{self._where}: {too_new}", "refused")
+            if unconfirmed(noted(conn)):
+                raise StoreUnavailable(f"{self._where}: a commit was not confirmed by the "
+                                       "synchronous standby in time", "unconfirmed")
+        except psycopg.errors.ReadOnlySqlTransaction:
+            raise StoreUnavailable(f"{self._where} is read-only (a standby, or "
+                                   "default_transaction_read_only): creates would fail",
+                                   "read_only") from None
+        except psycopg.Error as exc:
+            what = "is not reachable" if conn.broken else "cannot take a write"
+            raise StoreUnavailable(f"{self._where} {what}: {reason(exc)}",
+                                   "unreachable") from None
+        finally:
+            if self._watchdog.exit(entry) or conn.broken:
+                with contextlib.suppress(Exception):
+                    conn.close()
+                self._conn = None

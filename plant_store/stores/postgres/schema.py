@@ -1,4 +1,6 @@
-"""The schema, from numbered plain SQL files shipped in the package (``sql/migrations/``).
+"""The SQL, in files shipped in the package, read here: the named queries of
+``sql/queries.sql`` (:data:`QUERIES`: Python never builds SQL from strings), and the schema,
+from numbered plain SQL files (``sql/migrations/``).
 
 Migrations run in one transaction under an advisory lock, so instances starting together
 apply each exactly once (the others wait, then find nothing pending), and a failed one
@@ -12,6 +14,19 @@ import importlib.resources
 import re
 
 import psycopg
+
+_NAME = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
+
+
+def load() -> dict[str, str]:
+    """The named queries, by name."""
+    sql = importlib.resources.files(__package__).joinpath("sql")
+    text = sql.joinpath("queries.sql").read_text("utf-8")
+    parts = _NAME.split(text)[1:]  # name, body, name, body, ...
+    return dict(zip(parts[::2], (body.strip() for body in parts[1::2]), strict=True))
+
+
+QUERIES = load()
 
 LOCK_KEY = 0x706C616E7473  # "plants": the advisory lock that serializes migrations
 _FILE = re.compile(r"(\d{4})_(\w+)\.sql")

@@ -7,13 +7,13 @@ lease, sends, then records the outcome, each a statement of its own).
 Every answer is true, and none waits without bound:
 
 - Each operation has a deadline (``timeout`` seconds, the ``database_timeout`` setting)
-  for all of it: waiting for a connection, running, retrying. The watchdog (deadline.py)
-  cancels past it, from the client side, whatever the server is doing.
+  for all of it: waiting for a connection, running, retrying. The watchdog
+  cancels past it, from the client side, whatever the server is doing (connection.py).
 - An attempt ends in one of three ways. Done. Not done: no connection was had, or the
   server answered the statement with an ERROR, so its transaction rolled back. Unsettled:
   the connection broke after the statement was sent (the commit may have happened), or
   the commit came back with a warning (a synchronous standby's confirmation was cancelled:
-  committed here, maybe not there; see notices.py).
+  committed here, maybe not there; see connection.py).
 - Creates, deletes and reads are tried again on another connection until done or the
   deadline, so a dead pooled connection (after a failover, all of them) costs a retry,
   not an error. A create is idempotent: its retry is a replay, and a replay writes, so it
@@ -43,32 +43,39 @@ from typing import Any
 
 import psycopg
 
+from plant_store.events import Events
 from plant_store.logs import Throttle
 from plant_store.stores.base import (
-    Condition,
-    Plant,
     PreconditionFailed,
     Store,
-    StoreObserver,
     StoreUnavailable,
-    Versioned,
     check_delete,
     needs_update,
 )
-from plant_store.stores.outbox import Delivery
-from plant_store.stores.postgres.attempts import Attempts, Operation, Result, Unsettled, Work
-from plant_store.stores.postgres.bulk_import import BulkImport
-from plant_store.stores.postgres.connection import check_url, describe, options, reason
-from plant_store.stores.postgres.creates import Creates
-from plant_store.stores.postgres.deadline import Watchdog
+from plant_store.stores.postgres.attempts import (
+    Attempts,
+    Operation,
+    Prober,
+    Result,
+    Unsettled,
+    Work,
+)
+from plant_store.stores.postgres.connection import (
+    Session,
+    check_url,
+    deadlines,
+    describe,
+    options,
+    reason,
+)
 from plant_store.stores.postgres.pool_adapter import Pool
-from plant_store.stores.postgres.queries import QUERIES as QUERIES  # reached from here
-from plant_store.stores.postgres.readiness import Prober
-from plant_store.stores.postgres.rows import delivery as _delivery
-from plant_store.stores.postgres.rows import plant as _plant
-from plant_store.stores.postgres.rows import utf8 as _utf8
-from plant_store.stores.postgres.rows import version as _version
-from plant_store.stores.postgres.session import Session
+from plant_store.stores.postgres.schema import QUERIES as QUERIES  # reached from here
+from plant_store.stores.postgres.writes import BulkImport, Creates, columns
+from plant_store.stores.postgres.writes import delivery as _delivery
+from plant_store.stores.postgres.writes import plant_of as _plant
+from plant_store.stores.postgres.writes import version as _version
+from plant_store.stores.preconditions import Preconditions
+from plant_store.stores.records import Delivery, Plant, Versioned
 from plant_store.util.words import counted
 
 log = logging.getLogger(__name__)
@@ -84,23 +91,23 @@ UNREACHABLE_EVERY = 10.0  # seconds: the most often failures to connect are logg
 
 
 class PostgresStore(Store):
-    """The store's semantics; its parts, each in a module of its own: attempts and what
-    their failures mean (attempts.py), batched creates (creates.py), bulk import
-    (bulk_import.py), each new connection's settings and the first connection's look at
-    the schema (session.py)."""
+    """The store's semantics; its parts in modules by concern: attempts, what their
+    failures mean, and readiness (attempts.py), the row codec, batched creates and bulk
+    import (writes.py), each new connection's settings and the first connection's look at
+    the schema (connection.py), the SQL (schema.py)."""
 
     def __init__(self, url: str, *, pool_size: int = 10, timeout: float = 5.0,
                  statement_timeout: float = 5.0, prepared_statements: bool = True,
-                 migrate: bool = True, observer: StoreObserver | None = None) -> None:
-        """``observer``: told each write statement's round trip (the metrics)."""
-        self.observer = observer if observer is not None else StoreObserver()
+                 migrate: bool = True, events: Events | None = None) -> None:
+        """``events``: told each write statement's round trip (the metrics)."""
+        self.events = events if events is not None else Events()
         check_url(url)
         self.where = describe(url)
         self._pool_size = pool_size
         self._timeout = timeout
         self._deletes = itertools.count(1)
         self._name = uuid.uuid4().hex  # of this store, in lane leases
-        self._watchdog = Watchdog()
+        self._watchdog = deadlines()
         # Through self, at each call: what a test puts in the store's _run runs them too.
         self._creates = Creates(lambda *args: self._run(*args), self._rebase,
                                 where=self.where, timeout=timeout)
@@ -118,7 +125,7 @@ class PostgresStore(Store):
         self._pool.open(wait=False)
         self._attempts = Attempts(self._pool, self._watchdog, where=self.where,
                                   timeout=timeout, pool_size=pool_size,
-                                  wrote=lambda seconds: self.observer.wrote(seconds))
+                                  wrote=self.events.wrote)
         self._prober = Prober(lambda: session.configure(psycopg.connect(url, **kwargs)),
                               self._watchdog, self.where)
 
@@ -151,7 +158,7 @@ class PostgresStore(Store):
         return self._bulk.create_many(plants)
 
     def update(self, plant: Plant,
-               condition: Condition | None = None) -> tuple[Versioned, bool] | None:
+               condition: Preconditions | None = None) -> tuple[Versioned, bool] | None:
         """Read, decide, then compare and set (the update query): a plant changed between
         the read and the write is read again and decided anew, within the deadline."""
         op = self._attempts.operation()
@@ -166,7 +173,8 @@ class PostgresStore(Store):
                 if op.unsettled:  # an earlier try of ours may be what changed it
                     raise self._unknown("update") from None
                 raise
-            params = {"id": plant.id, "name": plant.name.encode(), "tag": _utf8(plant.tag),
+            name, tag = columns(plant)
+            params = {"id": plant.id, "name": name, "tag": tag,
                       "was_position": version[0], "was_rev": version[1],
                       "was_stamp": version[2]}
             written = self._run("update", params, lambda cur: cur.fetchone(), op)
@@ -174,7 +182,7 @@ class PostgresStore(Store):
                 return Versioned(plant, _version(*written)), changes
             self._check_deadline(op, "update")
 
-    def delete(self, plant_id: int, condition: Condition | None = None) -> bool:
+    def delete(self, plant_id: int, condition: Preconditions | None = None) -> bool:
         op = self._attempts.operation()
         while True:
             version = None

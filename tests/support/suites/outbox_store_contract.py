@@ -6,7 +6,7 @@ tests/integration/test_store_contract_postgresql.py."""
 import orjson
 import pytest
 
-from plant_store.stores import Plant
+from plant_store.stores.records import Plant
 
 A, B = "http://127.0.0.1:9/a", "http://127.0.0.1:9/b"
 

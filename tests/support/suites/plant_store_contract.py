@@ -7,8 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plant_store.stores import Conflict, JsonFileStore, Plant, PreconditionFailed
+from plant_store.stores import Conflict, JsonFileStore, PreconditionFailed
 from plant_store.stores.preconditions import ANY, Preconditions
+from plant_store.stores.records import Plant
 from support.journals import records
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from plant_store.http import etags
 from plant_store.http.schemas import PlantUpdateSchema
-from plant_store.stores import Plant
+from plant_store.stores.records import Plant
 from support.assertions import assert_error
 from support.openapi import resolve
 

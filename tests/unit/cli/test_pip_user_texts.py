@@ -187,7 +187,8 @@ def test_the_docs_pages_name_config_example_where_they_send_readers_to_the_file(
     ("Monstera", "1\tMonstera\taroid\n"),
 ])
 def test_plants_list_prints_a_tag_only_when_there_is_one(tmp_path, name, expected):
-    from plant_store.stores import JsonFileStore, Plant
+    from plant_store.stores import JsonFileStore
+    from plant_store.stores.records import Plant
 
     with JsonFileStore(str(tmp_path)) as store:
         store.create(Plant(1, "Monstera", "aroid"))

@@ -9,7 +9,8 @@ import pytest
 
 from plant_store.cli import transfer
 from plant_store.cli.main import main
-from plant_store.stores import JsonFileStore, MemoryStore, Plant
+from plant_store.stores import JsonFileStore, MemoryStore
+from plant_store.stores.records import Plant
 
 BACKUP = b'{"id":1,"name":"Monstera"}\n{"id":2,"name":"Fern"}\n'
 

@@ -23,7 +23,8 @@ from schemathesis.core.parameters import ParameterLocation
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.http import etags
-from plant_store.stores import MemoryStore, Plant
+from plant_store.stores import MemoryStore
+from plant_store.stores.records import Plant
 from plant_store.tokens import TokenFile
 
 CHECKS = [

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plant_store.http import json_fallback
-from plant_store.stores import Plant
+from plant_store.stores.records import Plant
 from support.assertions import assert_error
 
 INT64_MAX = 2**63 - 1

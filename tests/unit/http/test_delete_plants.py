@@ -2,7 +2,7 @@
 
 import pytest
 
-from plant_store.stores import Plant
+from plant_store.stores.records import Plant
 from support.assertions import assert_error
 
 

@@ -8,7 +8,8 @@ import webtest
 
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.stores import MemoryStore, Plant
+from plant_store.stores import MemoryStore
+from plant_store.stores.records import Plant
 from support.assertions import assert_error
 
 

@@ -21,7 +21,7 @@ from plant_store.http.rate_limit import Buckets
 from plant_store.metrics import for_config
 from plant_store.stores import MemoryStore
 from plant_store.tokens import StaticTokens
-from plant_store.util.single_flight import SingleFlight
+from plant_store.util.concurrency import SingleFlight
 from support.assertions import assert_error
 from support.openapi import DOCUMENT
 

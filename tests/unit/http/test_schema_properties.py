@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from marshmallow import ValidationError
 
 from plant_store.http.schemas import NewPlantSchema, PlantSchema, dump_plant, load_new_plant
-from plant_store.stores import Plant
+from plant_store.stores.records import Plant
 from support.assertions import assert_error
 from support.openapi import DOCUMENT, resolve
 

@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from plant_store import metrics_archive
 from plant_store.config import Config
+from plant_store.metrics import archive as metrics_archive
 from plant_store.serving import metrics_directory
 from plant_store.serving.metrics_directory import (
     ENV,

@@ -9,9 +9,10 @@ import threading
 
 import pytest
 
-from plant_store.stores import JsonFileStore, Plant, StoreUnavailable
+from plant_store.stores import JsonFileStore, StoreUnavailable
 from plant_store.stores.jsonfile.appendlog import AppendLog
 from plant_store.stores.jsonfile.store import DATA_FILE
+from plant_store.stores.records import Plant
 from support.forks import write_in_child
 
 

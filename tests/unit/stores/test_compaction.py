@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from plant_store.stores import JsonFileStore, Plant, StoreUnavailable
+from plant_store.stores import JsonFileStore, StoreUnavailable
 from plant_store.stores.jsonfile.store import COMPACT_FILE, DATA_FILE
+from plant_store.stores.records import Plant
 from support.filled_stores import fill, state
 from support.journals import records
 

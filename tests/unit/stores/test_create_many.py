@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from plant_store.cli import transfer
-from plant_store.stores import BatchConflict, JsonFileStore, Plant, StoreUnavailable
+from plant_store.stores import BatchConflict, JsonFileStore, StoreUnavailable
+from plant_store.stores.records import Plant
 from support.faulty_stores import FaultyStore
 
 

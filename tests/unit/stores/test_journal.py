@@ -3,7 +3,8 @@
 import os
 import stat
 
-from plant_store.stores import JsonFileStore, Plant
+from plant_store.stores import JsonFileStore
+from plant_store.stores.records import Plant
 from support.journals import records
 
 

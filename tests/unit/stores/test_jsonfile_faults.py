@@ -5,7 +5,8 @@ import threading
 
 import pytest
 
-from plant_store.stores import JsonFileStore, Plant, StoreError, StoreUnavailable
+from plant_store.stores import JsonFileStore, StoreError, StoreUnavailable
+from plant_store.stores.records import Plant
 from support.faulty_stores import FaultyStore
 from support.journals import records
 

@@ -14,13 +14,13 @@ from plant_store.stores import (
     Conflict,
     JsonFileStore,
     MemoryStore,
-    Plant,
     PreconditionFailed,
     StoreUnavailable,
 )
 from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.journal import CorruptJournal
 from plant_store.stores.preconditions import ANY, Preconditions
+from plant_store.stores.records import Plant
 from support.faulty_stores import FaultyStore
 from support.journals import records
 from support.threads import blocked_in

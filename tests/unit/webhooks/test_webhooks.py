@@ -11,7 +11,8 @@ import pytest
 from standardwebhooks import Webhook
 
 from plant_store.config import Config
-from plant_store.stores import MemoryStore, Plant, StoreUnavailable
+from plant_store.stores import MemoryStore, StoreUnavailable
+from plant_store.stores.records import Plant
 from plant_store.webhooks import worker as webhooks
 from support.faulty_stores import FaultyStore
 from support.receiver import SECRET

@@ -1,4 +1,4 @@
-"""durable.replace: a rename that survives a power loss, because the directory holding it is
+"""files.replace: a rename that survives a power loss, because the directory holding it is
 fsynced after it."""
 
 import errno
@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from plant_store.util import durable
+from plant_store.util.files import replace
 
 
 def files(tmp_path):
@@ -25,7 +25,7 @@ def test_the_directory_is_fsynced_after_the_rename(tmp_path):
         st = os.fstat(fd)
         synced.append((stat.S_ISDIR(st.st_mode), st.st_ino, path.read_text()))
 
-    durable.replace(str(tmp), str(path), fsync=fsync)
+    replace(str(tmp), str(path), fsync=fsync)
     assert synced == [(True, os.stat(tmp_path).st_ino, "new")]
     assert not tmp.exists()
 
@@ -38,6 +38,6 @@ def test_a_failed_directory_fsync_is_raised_not_swallowed(tmp_path):
 
     open_fds = len(os.listdir("/proc/self/fd"))
     with pytest.raises(OSError) as raised:
-        durable.replace(str(tmp), str(path), fsync=fsync)
+        replace(str(tmp), str(path), fsync=fsync)
     assert raised.value.errno == errno.EIO
     assert len(os.listdir("/proc/self/fd")) == open_fds  # the directory's was closed

@@ -1,12 +1,13 @@
 """Prometheus metrics, with the official client: what the service counts, and the text a
 scrape of ``GET /metrics`` reads.
 
-The access log, which already times every request, hands each one over here, and the
-lines it had to drop; so do the token check (a refusal), the plant resources (a 503 and
-its cause), the webhook worker (an attempt's outcome) and the store (a durable write's
-time, a compaction's). The per-request step is a dict lookup of the label set's children
-and two lock-guarded additions: label values are looked up once per (route, method,
-status), not per request.
+:class:`Metrics` hears the service's :class:`~plant_store.events.Events`: each request the
+access log timed and the lines it had to drop, the token check's refusals, the plant
+resources' 503s and their causes, the webhook worker's attempts; the store's durable
+writes and compactions come through :class:`StoreTimings`, its events, given to it when it
+opens (before the metrics, which read the store). The per-request step is a dict lookup of
+the label set's children and two lock-guarded additions: label values are looked up once
+per (route, method, status), not per request.
 
 Labels stay bounded: the route is the template (``/plants/{plant_id}``), or the template
 the router would have chosen for a request refused before routing (a 401), or ``unmatched``;
@@ -16,10 +17,10 @@ Several processes (``multiprocess_dir``, a pre-fork server's workers): each coun
 of its own there (the client's multiprocess mode, chosen by ``PROMETHEUS_MULTIPROC_DIR``
 when the client is first imported) and a scrape, whichever worker serves it, sums them all,
 those of workers that have ended included (merged into one archive,
-:mod:`plant_store.metrics_archive`), so counters never go back. The two gauges
+:mod:`plant_store.metrics.archive`), so counters never go back. The two gauges
 (deliveries owed, dead letters) are not kept in those files: they are read from the store
 at each scrape, which the PostgreSQL store's processes share, so no worker's copy can go
-stale when it ends. See :mod:`plant_store.gunicorn_hooks` for making the directory.
+stale when it ends. See :mod:`plant_store.serving.gunicorn_hooks` for making the directory.
 """
 
 import collections
@@ -39,11 +40,12 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from plant_store import metrics_archive, prometheus_adapter
 from plant_store.config import Config
+from plant_store.events import Events
 from plant_store.http.routes import ROUTES
+from plant_store.metrics import archive, prometheus_adapter
 from plant_store.stores import Store, StoreUnavailable
-from plant_store.stores.base import CAUSES, StoreObserver
+from plant_store.stores.base import CAUSES
 
 disable_created_metrics()  # the *_created series: a second time series per series, unused
 
@@ -58,14 +60,14 @@ LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 COMPACTION = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
 
 
-def timings_for(config: Config) -> StoreObserver:
-    """The observer a store is opened with (before the metrics that count for it, which
-    read the store): one that times its writes, or, metrics off, one that ignores them."""
-    return StoreObserver() if config.metrics == "off" else StoreTimings()
+def timings_for(config: Config) -> Events:
+    """The events a store is opened with (before the metrics that count for it, which
+    read the store): ones that time its writes, or, metrics off, ones nobody hears."""
+    return Events() if config.metrics == "off" else StoreTimings()
 
 
 def for_config(config: Config, store: Store, multiprocess_dir: str | None = None,
-               timings: StoreObserver | None = None) -> "NoMetrics":
+               timings: Events | None = None) -> "Metrics | NoMetrics":
     """The metrics of an app serving ``store`` (opened with ``timings``, from
     :func:`timings_for`); ones that count nothing when the setting turns them off."""
     if config.metrics == "off":
@@ -74,9 +76,9 @@ def for_config(config: Config, store: Store, multiprocess_dir: str | None = None
                    timings if isinstance(timings, StoreTimings) else None)
 
 
-class StoreTimings(StoreObserver):
-    """What a store reports as it works, as two histograms, passed to the store when it is
-    opened (no callback is set on it afterwards); :class:`Metrics` exposes them."""
+class StoreTimings(Events):
+    """A store's events, its writes and compactions, as two histograms: given to the store
+    when it is opened (nothing is set on it afterwards); :class:`Metrics` exposes them."""
 
     def __init__(self) -> None:
         self.writes = Histogram(
@@ -94,42 +96,20 @@ class StoreTimings(StoreObserver):
         self.compactions.observe(seconds)
 
 
-class NoMetrics:
-    """What the service tells its metrics, each call doing nothing (``metrics = off``):
-    every part tells them unconditionally."""
-
-    content_type = CONTENT_TYPE_LATEST  # of the exposition
-
-    def exposition(self) -> bytes:
-        """The text a scrape gets: nothing counted, nothing to say."""
-        return b""
-
-    def request(self, req: falcon.Request, resp: falcon.Response, seconds: float) -> None:
-        """One request answered by the app."""
-
-    def refused_by_server(self, method: str, path: str, status: int) -> None:
-        """One request the server answered itself."""
-
-    def refused(self, reason: str) -> None:
-        """One request refused 401, for ``reason`` (one of REFUSALS)."""
-
-    def unavailable(self, operation: str, exc: StoreUnavailable) -> None:
-        """One request answered 503 because the store refused."""
-
-    def attempted(self, outcome: str) -> None:
-        """One webhook delivery attempt and its outcome (one of OUTCOMES)."""
-
-    def dropped(self, lines: int) -> None:
-        """Access lines dropped: their destination did not take them in time."""
+class NoMetrics(Events):
+    """Metrics off (``metrics = off``): hears no event, counts nothing, serves no
+    ``/metrics``; what the service and the servers ask of the metrics answers as
+    :class:`Metrics` would, with nothing."""
 
     def read_at_scrape(self, collector: Any) -> None:
-        """A collector of the server's (a worker's restarts), read at each scrape."""
+        """Nothing is scraped."""
 
 
-class Metrics(NoMetrics):
+class Metrics(Events):
     """The service's Prometheus metrics: requests, refusals, store writes and 503s, webhook
     attempts and the outbox, for one process or every worker of a pre-fork server."""
 
+    content_type = CONTENT_TYPE_LATEST  # of the exposition
 
     def __init__(self, store: Store, multiprocess_dir: str | None = None,
                  timings: "StoreTimings | None" = None) -> None:
@@ -218,8 +198,8 @@ class Metrics(NoMetrics):
     def refused(self, reason: str) -> None:
         self._refused.labels(reason).inc()
 
-    def unavailable(self, operation: str, exc: StoreUnavailable) -> None:
-        self._unavailable.labels(operation, exc.cause).inc()
+    def unavailable(self, operation: str, cause: str) -> None:
+        self._unavailable.labels(operation, cause).inc()
 
     def attempted(self, outcome: str) -> None:
         self._attempts.labels(outcome).inc()
@@ -228,6 +208,7 @@ class Metrics(NoMetrics):
         self._dropped.inc(lines)
 
     def read_at_scrape(self, collector: Any) -> None:
+        """A collector of the server's (a worker's restarts), read at each scrape."""
         self.registry.register(collector)
         self._outbox_registry.register(collector)  # several processes': not in the files
 
@@ -239,7 +220,7 @@ class Metrics(NoMetrics):
             return generate_latest(self.registry)
         registry = CollectorRegistry(auto_describe=False)
         MultiProcessCollector(registry, self._multiprocess_dir)
-        with metrics_archive.reading(self._multiprocess_dir):  # not the outbox's query
+        with archive.reading(self._multiprocess_dir):  # not the outbox's query
             counted = generate_latest(registry)
         return counted + generate_latest(self._outbox_registry)
 

@@ -7,7 +7,7 @@ an ended worker's files must stay for the totals to stay right (the client's
 that was two more files per recycled worker, for good, each read by every scrape. So when
 a worker has ended, the master adds its counts into ``counter_dead.db`` and
 ``histogram_dead.db`` (the client's own merge, written back in its own format:
-:func:`plant_store.prometheus_adapter.merge`) and removes its files: the directory holds
+:func:`.prometheus_adapter.merge`) and removes its files: the directory holds
 those two, ``merge.lock`` and two files per live worker.
 
 Invariant: a scrape counts an ended worker's counts exactly once, in its own files or in
@@ -29,7 +29,7 @@ import os
 import time
 from collections.abc import Iterator
 
-from plant_store import prometheus_adapter
+from plant_store.metrics import prometheus_adapter
 
 LOCK = "merge.lock"
 KINDS = ("counter", "histogram")  # the kinds of file the service's metrics write

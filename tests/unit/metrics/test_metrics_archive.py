@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from plant_store import metrics_archive
+from plant_store.metrics import archive as metrics_archive
 from support.metrics import WORKERS, scrape_archive, write_worker
 
 

@@ -1,4 +1,4 @@
-"""The batcher's invariants (plant_store/stores/postgres/batches.py), with races forced."""
+"""The batcher's invariants (plant_store/util/concurrency.py), with races forced."""
 
 import random
 import threading
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from plant_store.stores.postgres.batches import Batcher
+from plant_store.util.concurrency import Batcher
 
 
 def started(target, *args):

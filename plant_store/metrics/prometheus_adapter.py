@@ -1,7 +1,7 @@
 """Every reach into prometheus_client's private names (tests/unit/test_library_pins.py pins each
 behaviour relied on).
 
-The metrics archive (:mod:`plant_store.metrics_archive`) writes a file that the client's
+The metrics archive (:mod:`plant_store.metrics.archive`) writes a file that the client's
 ``MultiProcessCollector`` reads as one more worker's: the client has no public writer for
 it. Relied on, as read in prometheus_client 0.26.0:
 
@@ -52,8 +52,9 @@ def observe_all(histogram: Any, amounts: list[float]) -> None:
     it (``observe``'s ``amount <= bound``), which ``bisect_left`` finds. Through the
     client's attributes of a histogram child (``_upper_bounds``, ``_buckets``, ``_sum``),
     read in prometheus_client 0.26.0; without them, each amount is observed.
-    tests/unit/test_metrics.py (batched counting against the client's one at a time) and
-    tests/unit/test_library_pins.py check that both ways give the same exposition."""
+    tests/unit/metrics/test_metrics.py (batched counting against the client's one at a
+    time) and tests/unit/test_library_pins.py check that both ways give the same
+    exposition."""
     try:
         bounds, buckets, total = histogram._upper_bounds, histogram._buckets, histogram._sum
     except AttributeError:  # another client's layout: the public way

@@ -15,7 +15,8 @@ from plant_store import metrics
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.metrics import StoreTimings, for_config
-from plant_store.stores import JsonFileStore, MemoryStore, Plant
+from plant_store.stores import JsonFileStore, MemoryStore
+from plant_store.stores.records import Plant
 from plant_store.tokens import TokenFile
 from support.faulty_stores import FaultyStore
 from support.metrics import samples, value
@@ -50,7 +51,7 @@ def test_a_failed_fsync_is_a_503_counted_by_its_cause(tmp_path):
 
 def test_compactions_are_counted_and_timed(tmp_path):
     timings = StoreTimings()  # given to the store as it opens: no callback set afterwards
-    with JsonFileStore(str(tmp_path / "data"), observer=timings) as store:
+    with JsonFileStore(str(tmp_path / "data"), events=timings) as store:
         app = metered_app(tmp_path, store, timings)
         for i in range(10):
             store.create(Plant(i, "x"))

@@ -292,8 +292,10 @@ def read_plain_object(req: falcon.Request, max_body: int, shape: str) -> dict[st
         stream = env["wsgi.input"]
         body = stream.read(max_body + 1 if env.get("wsgi.input_terminated") else size)
         if len(body) == size:
-            with contextlib.suppress(NotAnObject):
+            try:  # not contextlib.suppress: its object and calls cost 0.3 us a create
                 return json_object(body, shape)
+            except NotAnObject:
+                pass
         # read_object reads it again (both of its ways) and says what is wrong.
         req.stream = env["wsgi.input"] = io.BytesIO(body)
     return read_object(req, max_body, shape)

@@ -6,6 +6,7 @@ Their JSON answers set no Content-Type: the app's default media type is JSON
 which costs less than setting the header on each (the create is the hot path)."""
 
 import contextlib
+import io
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -108,7 +109,7 @@ class PlantsResource:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         try:
-            plant = load_new_plant(read_object(req, self._max_body, "a NewPlant"))
+            plant = load_new_plant(read_plain_object(req, self._max_body, "a NewPlant"))
         except ValidationError as exc:
             raise falcon.HTTPBadRequest(description=describe(exc)) from None
         try:
@@ -266,6 +267,30 @@ def read_object(req: falcon.Request, max_body: int, shape: str) -> dict[str, Any
         return json_object(body, shape)
     except NotAnObject as exc:
         raise falcon.HTTPBadRequest(description=f"The request body is {exc}.") from None
+
+
+def read_plain_object(req: falcon.Request, max_body: int, shape: str) -> dict[str, Any]:
+    """:func:`read_object` for the usual request (``Content-Type: application/json``
+    exactly, a Content-Length of plain digits within the limit, the whole body there, a JSON
+    object): the body read from the server's stream at once, without Falcon's
+    ``bounded_stream`` and header properties (about 1 us a create). Anything else, what
+    was read handed back as the stream, goes through :func:`read_object`, so every answer
+    but the usual one is its own; tests/unit/http/test_fast_paths.py checks both agree."""
+    env = req.env
+    length = env.get("CONTENT_LENGTH")
+    if (env.get("CONTENT_TYPE") == falcon.MEDIA_JSON and length and length.isascii()
+            and length.isdigit() and 0 < (size := int(length)) <= max_body):
+        # As read_object reads: all there is of a body its server ends, else the length.
+        stream = env["wsgi.input"]
+        body = stream.read(max_body + 1 if env.get("wsgi.input_terminated") else size)
+        if len(body) == size:
+            try:  # not contextlib.suppress: its object and calls cost 0.3 us a create
+                return json_object(body, shape)
+            except NotAnObject:
+                pass
+        # read_object reads it again (both of its ways) and says what is wrong.
+        req.stream = env["wsgi.input"] = io.BytesIO(body)
+    return read_object(req, max_body, shape)
 
 
 def _too_large(limit: int) -> falcon.HTTPContentTooLarge:

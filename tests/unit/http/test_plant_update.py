@@ -1,6 +1,6 @@
 """GET and PUT /plants/{id}, DELETE's If-Match and GET /plants?tag=, row by row
 (tests/support/suites/plant_update.py), in process on the memory and JSON-file stores (on
-PostgreSQL: tests/integration/test_plant_update_webtest_pg.py; over real HTTP:
+PostgreSQL: tests/postgres/test_plant_update_webtest_pg.py; over real HTTP:
 tests/integration/test_plant_update_http.py)."""
 
 import io

@@ -1,7 +1,7 @@
-"""The real-server half of tests/unit/stores/test_appendlog.py: the append log's invariants,
-tested directly with many threads: a waiter holds a ticket, never an offset, so swaps and
-rollbacks cannot strand it; a failed fsync drops exactly the pending lines; a file deleted or
-replaced under the log acknowledges nothing more."""
+"""The real-server half of tests/unit/stores/jsonfile/test_appendlog.py: the append log's
+invariants, tested directly with many threads: a waiter holds a ticket, never an offset, so
+swaps and rollbacks cannot strand it; a failed fsync drops exactly the pending lines; a file
+deleted or replaced under the log acknowledges nothing more."""
 
 import os
 

@@ -1,6 +1,6 @@
-"""The real-server half of tests/unit/stores/test_compaction.py: compaction: the live state in a
-new file, renamed into place; a failure or a crash at any step leaves the old file or the new
-one, whole, and the same plants and deliveries."""
+"""The real-server half of tests/unit/stores/jsonfile/test_compaction.py: compaction: the live
+state in a new file, renamed into place; a failure or a crash at any step leaves the old
+file or the new one, whole, and the same plants and deliveries."""
 
 import os
 import threading

@@ -1,7 +1,8 @@
 """The JSON-file store on real full and read-only filesystems, and shared by two servers.
 
 A filesystem cannot be remounted read-only under a file open for writing, so a store that
-turns read-only while running is covered by the injected faults of test_jsonfile_faults.
+turns read-only while running is covered by the injected faults of
+tests/unit/stores/jsonfile/test_store.py.
 """
 
 import os

@@ -1,5 +1,5 @@
-"""The real-server half of tests/unit/stores/test_journal.py: reading the JSON-file store back:
-torn tails are cut, corruption refuses to start."""
+"""The real-server half of tests/unit/stores/jsonfile/test_journal.py: reading the JSON-file store
+back: torn tails are cut, corruption refuses to start."""
 
 import logging
 import os

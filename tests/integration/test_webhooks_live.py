@@ -1,4 +1,4 @@
-"""The real-server half of tests/unit/webhooks/test_webhooks.py: the new-plant webhook:
+"""The real-server half of tests/unit/webhooks/test_worker.py: the new-plant webhook:
 deliveries signed the Standard Webhooks way (checked with the official standardwebhooks library,
 as a receiver would) from a durable outbox, retried with back-off, dead letters, restart and
 kill -9 survival, and a clean stop; against a real receiver."""

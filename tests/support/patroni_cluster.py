@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import pwd
-import random
 import shutil
 import signal
 import socket
@@ -31,6 +30,7 @@ import urllib.request
 import psycopg
 
 from support.pgserver import SUPERUSER, _children, alive, find_bindir
+from support.servers import free_port
 
 ETCD = "/usr/bin/etcd"
 PATRONI = "/usr/bin/patroni"
@@ -53,21 +53,9 @@ def missing() -> str | None:
 
 def free_ports(count: int) -> list[int]:
     """``count`` distinct TCP ports below 32768 (above, they collide with the ephemeral ones
-    the OS hands out) that nothing listens on now; from a random start, since other test
-    runs may look for ports at the same time."""
-    ports: list[int] = []
-    start = random.randrange(20000, 31000)
-    for port in [*range(start, 32768), *range(20000, start)]:
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        ports.append(port)
-        if len(ports) == count:
-            return ports
-    raise RuntimeError("not enough free TCP ports below 32768")
+    the OS hands out) that nothing listens on now, from this xdist worker's own range
+    (support.servers.free_port)."""
+    return [free_port() for _ in range(count)]
 
 
 def http_status(url: str, method: str = "GET", timeout: float = 1.0) -> tuple[int | None, bytes]:

@@ -15,7 +15,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,6 +23,7 @@ import psycopg
 from psycopg import sql
 
 from support.needs import NO_POSTGRES, needed
+from support.servers import free_port
 
 SUPERUSER = "postgres"
 START_TIMEOUT = 30.0  # seconds; crash recovery after kill() is included
@@ -220,16 +220,9 @@ class PostgresServer:
 
 
 def _free_port() -> int:
-    """A TCP port below 32768 that nothing listens on now."""
-    for port in range(20000 + os.getpid() % 10000, 32768):
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free TCP port below 32768")
+    """A TCP port below 32768 that nothing listens on now, from this xdist worker's own
+    range (support.servers.free_port)."""
+    return free_port()
 
 
 def _stat(pid: int | str) -> list[str] | None:

@@ -1,5 +1,5 @@
 """The previous release, to upgrade from: the newest section of CHANGELOG.rst below the
-one being made names its commit (tests/integration/test_changelog_commits.py holds the
+one being made names its commit (tests/packaging/test_changelog_commits.py holds the
 sections to their commits), and :func:`previous_release` unpacks that commit's tree."""
 
 import os

@@ -117,13 +117,24 @@ _PORTS = random.Random()
 _handed_out = set()
 
 
+def _own_ports():
+    """This process's share of ports 10000 to 32000: under pytest-xdist each worker
+    (``PYTEST_XDIST_WORKER`` gw0, gw1, ...) draws from its own slice, so two workers never
+    hand out one port between one's probe and its server's bind."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    width = (32000 - 10000) // count
+    first = 10000 + int(worker.removeprefix("gw")) % count * width
+    return first, first + width
+
+
 def free_port():
     """A port nobody listens on (yet), on any address: chosen below the kernel's ephemeral
     range, which the kernel hands to outgoing connections and to port 0 binds, so the port
     is not taken between now and the server's bind by some client's connection (a proxy
-    once failed to start that way)."""
+    once failed to start that way), and from this worker's own range (``_own_ports``)."""
     while True:
-        port = _PORTS.randrange(10000, 32000)
+        port = _PORTS.randrange(*_own_ports())
         if port in _handed_out:
             continue
         with socket.socket() as sock:

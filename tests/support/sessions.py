@@ -14,7 +14,7 @@ pages), tokens, delivery ids, times and PIDs.
 
 Every page of ``docs/`` that holds a session must be in :data:`PAGES`, in the order a reader
 follows them (each goes on from the state the one before left: a server running, plants
-stored); tests/integration/test_readme_sessions.py checks that none is left out.
+stored); tests/docs/test_readme_sessions.py checks that none is left out.
 """
 
 import contextlib

@@ -1,5 +1,6 @@
 """tests/unit starts nothing: no process, fork, listening socket, database or browser
-(anywhere with ``PLANT_STORE_UNIT_GUARD`` set)."""
+(anywhere with ``PLANT_STORE_UNIT_GUARD`` set), and no test there takes more than the whole
+of tests/unit may (UNIT_TIMEOUT)."""
 
 import os
 import socket
@@ -10,6 +11,15 @@ import pytest
 from support.paths import UNIT
 
 REAL_THINGS = {"postgres", "database_url", "browser"}
+# tests/unit is the loop run after every edit, under 30 s on 2 cores (issue 51): a test
+# there that takes longer alone fails (pytest-timeout), instead of setup.cfg's 300 s.
+UNIT_TIMEOUT = 30
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if UNIT in item.path.parents and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,7 +1,7 @@
 """The outbox protocol's contract (issue 44: the store interface split into the plant
 operations and the outbox protocol, each with its contract), run against every store:
 here the memory and JSON-file stores, and on PostgreSQL by
-tests/integration/test_store_contract_postgresql.py."""
+tests/postgres/test_store_contract_postgresql.py."""
 
 import orjson
 import pytest

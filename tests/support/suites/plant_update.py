@@ -1,7 +1,7 @@
 """GET and PUT /plants/{id}, DELETE's If-Match and GET /plants?tag=, row by row through the
 contract's table, through WebTest on an ``app`` the running module gives: the memory and
 JSON-file stores' (tests/unit/http/test_plant_update.py), PostgreSQL's
-(tests/integration/test_plant_update_webtest_pg.py). Over real HTTP:
+(tests/postgres/test_plant_update_webtest_pg.py). Over real HTTP:
 tests/integration/test_plant_update_http.py."""
 
 import json

@@ -1,7 +1,7 @@
 """``plant-store docs PAGE`` prints each page whole (issue 50, item 1): the generated
 reference (settings, HTTP interface, command line) and the included examples filled in, no
 directive or role left raw, and no file only a clone has named without saying so. In
-process, from the clone; tests/integration/test_wheel_install.py checks the same pages as
+process, from the clone; tests/packaging/test_wheel_install.py checks the same pages as
 the installed wheel prints them."""
 
 import json

@@ -3,7 +3,7 @@ configuration, error messages and answers point at a documentation page by its t
 ``plant-store config example`` or ``pip install 'plant-store[...]'``, never at a clone's
 files (conf/, docs/*.rst, ``pip install '.[...]'``). In process: every help text rendered,
 and every string literal of the package (docstrings and comments aside) scanned, so a new
-message cannot bring a clone path back. tests/integration/test_wheel_install.py checks the
+message cannot bring a clone path back. tests/packaging/test_wheel_install.py checks the
 same outputs from the installed wheel."""
 
 import argparse

@@ -3,7 +3,7 @@
 JSON file makes it one write and one fsync, durable or rolled back whole. The import in
 batches (``transfer.import_lines``) stops at the same line, with the same lines before it
 stored, as one create a line did. The PostgreSQL store's own is in
-tests/integration/test_bulk_import.py."""
+tests/postgres/test_bulk_import.py."""
 
 import io
 

@@ -1,5 +1,5 @@
 """Store.update, conditional deletes and the tag index, on the memory and JSON-file stores
-(PostgreSQL: tests/integration/test_postgres_update.py)."""
+(PostgreSQL: tests/postgres/test_postgres_update.py)."""
 
 import io
 import os

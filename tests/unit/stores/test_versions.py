@@ -1,5 +1,5 @@
 """Versions (what ETags name) across the documented restore paths, on the stores in process
-(PostgreSQL's pg_dump and restore: tests/integration/test_postgres_restore.py).
+(PostgreSQL's pg_dump and restore: tests/postgres/test_postgres_restore.py).
 
 A version names one write of one id and is never issued again for it: not after an export
 imported into a fresh store (issue 49, finding 6: the JSON file's first plant was "0.0"

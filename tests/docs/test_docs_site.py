@@ -3,6 +3,8 @@ and anchor of the built pages resolves, nothing is fetched from the network, the
 reference pages follow their sources, and a real browser renders the front page and a
 reference page (screenshots in test-artifacts/)."""
 
+import fcntl
+import hashlib
 import json
 import pathlib
 import shutil
@@ -19,6 +21,8 @@ from plant_store.cli import args as cli_args
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 ARTIFACTS = ROOT / "test-artifacts"
+BUILD_LOCK = pathlib.Path("/tmp") / (
+    f"plant-store-docs-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}.lock")
 PAGES = {  # each part of the site (Diátaxis), a few of its pages
     "tutorial", "deploying", "proxies", "postgresql", "postgresql-topologies", "processes",
     "webhooks", "backups", "embedding", "settings", "http", "errors", "metrics", "cli",
@@ -29,10 +33,14 @@ PAGES = {  # each part of the site (Diátaxis), a few of its pages
 def site(tmp_path_factory):
     """The site, built as README.rst says, with warnings as errors, in at most 3 minutes."""
     out = tmp_path_factory.mktemp("site")
-    build = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-         str(DOCS), str(out)],
-        capture_output=True, text=True, timeout=180, cwd=ROOT)
+    # conf.py writes docs/_generated/ in the clone: one build at a time (pytest-xdist
+    # workers may each need the site).
+    with open(BUILD_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        build = subprocess.run(
+            [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+             str(DOCS), str(out)],
+            capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert build.returncode == 0, build.stdout + build.stderr
     assert build.stderr == "", build.stderr
     return out

@@ -1,7 +1,7 @@
 """The PostgreSQL store's own traps, against a real server (tests/support/pgserver.py): commit order
 is not sequence order, ON CONFLICT under a stale snapshot, leases across instances, a
 database that goes away and comes back, statements that would wait forever, migrations
-started together. The store contract itself runs in test_stores.py for every store."""
+started together. The store contract itself runs on every store (tests/support/suites/)."""
 
 import threading
 import time

@@ -29,12 +29,12 @@ def test_no_tracked_file_points_outside_the_clone():
     assert tracked, "not a git clone"
     outside = [name for name in tracked if not name.endswith(".png")
                and "../shared" in (ROOT / name).read_text(errors="replace")
-               and name != "tests/integration/test_docs.py"]
+               and name != "tests/docs/test_docs.py"]
     assert outside == []
 
 
 def test_the_readmes_first_request_is_a_session_run_right_before_the_tutorial():
-    """README.rst's first request runs itself (tests/integration/test_readme_sessions.py), and the
+    """README.rst's first request runs itself (tests/docs/test_readme_sessions.py), and the
     tutorial's sessions run next, in the same shell: the tutorial starts from what the
     README left (its server stopped, its token in $TOKEN, plant 1 stored)."""
     from support import sessions

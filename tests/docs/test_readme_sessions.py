@@ -93,7 +93,7 @@ def test_every_readme_session_runs_and_prints_what_the_readme_shows(tmp_path,
                 _tutorial_left_nothing_running(shell, ports)
             page = block.page
             if block.page == "README.rst" and INSTALL.fullmatch(block.text):
-                # The install itself is the venv this suite runs in (tests/integration/
+                # The install itself is the venv this suite runs in (tests/packaging/
                 # test_wheel_install.py installs the wheel); the serve it ends with runs in
                 # the reader's first terminal, as the README's first request expects.
                 first_terminal = subprocess.Popen(

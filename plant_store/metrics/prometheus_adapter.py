@@ -52,7 +52,7 @@ def observe_all(histogram: Any, amounts: list[float]) -> None:
     it (``observe``'s ``amount <= bound``), which ``bisect_left`` finds. Through the
     client's attributes of a histogram child (``_upper_bounds``, ``_buckets``, ``_sum``),
     read in prometheus_client 0.26.0; without them, each amount is observed.
-    tests/unit/metrics/test_metrics.py (batched counting against the client's one at a
+    tests/unit/metrics/test_counters.py (batched counting against the client's one at a
     time) and tests/unit/test_library_pins.py check that both ways give the same
     exposition."""
     try:

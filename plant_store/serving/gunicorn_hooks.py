@@ -64,7 +64,7 @@ from prometheus_client import multiprocess  # noqa: E402
 from plant_store import config as _config  # noqa: E402  # 'config' is a gunicorn setting
 from plant_store import logs  # noqa: E402
 from plant_store.metrics import archive as metrics_archive  # noqa: E402
-from plant_store.serving import probe_port, waitress_adapter  # noqa: E402
+from plant_store.serving import probe_port, waitress_loop  # noqa: E402
 from plant_store.stores import one_process_problem  # noqa: E402
 from plant_store.util.files import ONCE_ENV  # noqa: E402
 
@@ -150,7 +150,7 @@ def _refuse_workers_that_cannot_share(workers: int) -> None:
 
 
 _probes: socket.socket | None = None  # the probe port, bound by the master
-_serving: "waitress_adapter.Background | None" = None  # this worker's server on it
+_serving: "waitress_loop.Background | None" = None  # this worker's server on it
 
 
 def _listen_for_probes(server: Arbiter) -> None:

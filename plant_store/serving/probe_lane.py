@@ -13,10 +13,10 @@ pipelined request), so a connection that sends a probe and then a slow request h
 slow one served by the pool. Probes stay cheap (``/ready`` waits at most 0.9 s for its
 answer), so two threads keep up with any probing rate an orchestrator uses.
 
-How it reaches into waitress is plant_store.serving.waitress_adapter's (LaneDispatcher).
+How it reaches into waitress is plant_store.serving.waitress_loop's (LaneDispatcher).
 """
 
-from plant_store.serving.waitress_adapter import LaneDispatcher
+from plant_store.serving.waitress_loop import LaneDispatcher
 
 PROBES = ("/health", "/ready")
 PROBE_THREADS = 2

@@ -6,7 +6,7 @@ A probe on the service's port waits while every request thread waits (a locked t
 database that has gone: gunicorn's threads take requests from one pool, uWSGI's take
 connections themselves), or while clients hold every connection; an orchestrator would
 restart processes that are alive. So the probe port is served by a waitress server of its
-own, on threads nothing else uses (:func:`plant_store.serving.waitress_adapter.serve_in_thread`),
+own, on threads nothing else uses (:func:`plant_store.serving.waitress_loop.serve_in_thread`),
 answering only the two probes through the same app, with the service's defences: a
 request must arrive whole within ``TIMEOUT`` seconds, idle connections are let go at
 the limit, malformed HTTP gets the Error shape. Under gunicorn the master binds the port
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from plant_store.http import errors
-from plant_store.serving import waitress_adapter
+from plant_store.serving import waitress_loop
 from plant_store.serving.probe_lane import PROBE_THREADS, PROBES
 
 if TYPE_CHECKING:  # WSGI's types, in typeshed only (wsgiref.types is 3.11's)
@@ -48,7 +48,7 @@ def listen(host: str, port: int, reuse_port: bool = False) -> socket.socket:
 
 
 def serve(app: Callable[..., Iterable[bytes]], listener: socket.socket,
-          unready: Callable[[], str | None] = lambda: None) -> waitress_adapter.Background:
+          unready: Callable[[], str | None] = lambda: None) -> waitress_loop.Background:
     """Answer the probes of ``app`` on ``listener`` from threads of their own; stop with
     the result's ``stop()``. ``unready()``: why the server cannot take clients now (every
     connection held, say), or None; ``/ready`` answers 503 with it before asking the
@@ -67,7 +67,7 @@ def serve(app: Callable[..., Iterable[bytes]], listener: socket.socket,
             return _error(start_response, "503 Service Unavailable", reason)
         return app(environ, start_response)
 
-    return waitress_adapter.serve_in_thread(
+    return waitress_loop.serve_in_thread(
         probes_only, listener, threads=PROBE_THREADS, request_timeout=TIMEOUT,
         connection_limit=CONNECTIONS, channel_timeout=10)
 

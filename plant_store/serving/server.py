@@ -13,7 +13,7 @@ from plant_store.config import Config
 from plant_store.http import access_log, auth
 from plant_store.http.auth import Tokens
 from plant_store.service import Service
-from plant_store.serving import probe_port, waitress_adapter
+from plant_store.serving import probe_port, waitress_adapter, waitress_loop
 from plant_store.serving.probe_lane import ProbeLaneDispatcher
 from plant_store.serving.waitress_adapter import Server
 
@@ -24,7 +24,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 def _interrupt(signum: int, frame: object) -> None:
     """The first stop signal ends the I/O loop wherever it waits; the drain that follows
-    (waitress_adapter.run_until_stopped) is bounded by itself, so a second one is ignored,
+    (waitress_loop.run_until_stopped) is bounded by itself, so a second one is ignored,
     not let to abort it half-way."""
     for other in STOP_SIGNALS:
         if signal.getsignal(other) is _interrupt:
@@ -149,4 +149,4 @@ def _serve(service: Service, on_ready: Callable[[str], None] | None) -> None:
     if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
         signal.signal(signal.SIGHUP, _interrupt)
     # Then a drain: the answers in flight are still sent, for at most STOP_GRACE.
-    waitress_adapter.run_until_stopped(server, STOP_GRACE)
+    waitress_loop.run_until_stopped(server, STOP_GRACE)

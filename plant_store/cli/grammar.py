@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeAlias
 
 from plant_store import config
+from plant_store.util import words
 
 # A command's handler: the parsed arguments and the loaded settings; its exit status.
 Handler = Callable[[argparse.Namespace, config.Config], int]
@@ -70,7 +71,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def count(text: str) -> int:
-    if not config.INTEGER.fullmatch(text) or not 1 <= int(text) <= 2**31 - 1:
+    if not words.INTEGER.fullmatch(text) or not 1 <= int(text) <= 2**31 - 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer from 1 to {2**31 - 1}")
     return int(text)
 

@@ -64,7 +64,7 @@ from prometheus_client import multiprocess  # noqa: E402
 from plant_store import config as _config  # noqa: E402  # 'config' is a gunicorn setting
 from plant_store import logs  # noqa: E402
 from plant_store.metrics import archive as metrics_archive  # noqa: E402
-from plant_store.serving import probe_port, waitress_loop  # noqa: E402
+from plant_store.serving import probes, waitress_loop  # noqa: E402
 from plant_store.stores import one_process_problem  # noqa: E402
 from plant_store.util.files import ONCE_ENV  # noqa: E402
 
@@ -175,7 +175,7 @@ def _listen_for_probes(server: Arbiter) -> None:
                          f"(-b); give the probes a port of their own")
     host = str(bound[0][0]) if bound else "127.0.0.1"
     try:
-        _probes = probe_port.listen(host, port)
+        _probes = probes.listen(host, port)
     except OSError as exc:
         raise SystemExit(f"plant-store: error: probe_port={port} on {host}: "
                          f"{exc.strerror}") from None
@@ -187,7 +187,7 @@ def post_worker_init(worker: Worker) -> None:
     has gone) while a probe must answer within a second."""
     global _serving
     if _probes is not None:
-        _serving = probe_port.serve(worker.wsgi, _probes)
+        _serving = probes.serve(worker.wsgi, _probes)
 
 
 def worker_exit(server: Arbiter, worker: Worker) -> None:

@@ -13,8 +13,8 @@ from plant_store.config import Config
 from plant_store.http import access_log, auth
 from plant_store.http.auth import Tokens
 from plant_store.service import Service
-from plant_store.serving import probe_port, waitress_adapter, waitress_loop
-from plant_store.serving.probe_lane import ProbeLaneDispatcher
+from plant_store.serving import probes, waitress_adapter, waitress_loop
+from plant_store.serving.probes import ProbeLaneDispatcher
 from plant_store.serving.waitress_adapter import Server
 
 log = logging.getLogger("plant_store.server")  # the name users filter on
@@ -130,11 +130,11 @@ def _serve(service: Service, on_ready: Callable[[str], None] | None) -> None:
     _raise_descriptor_limit()
     if config.probe_port:  # probes that no client's connections can crowd out
         try:
-            probes = probe_port.listen(config.host, config.probe_port)
+            listener = probes.listen(config.host, config.probe_port)
         except OSError as exc:
             raise config.blame("probe_port", f"cannot listen on {config.host}:"
                                              f"{config.probe_port}: {exc.strerror}") from None
-        probe_port.serve(service.app, probes, unready=lambda: _crowded(server, config))
+        probes.serve(service.app, listener, unready=lambda: _crowded(server, config))
     urls = _urls(server, config.url_prefix)
     if on_ready:
         on_ready(urls[0])

@@ -153,7 +153,7 @@ class _QueueLog:
 
 class LaneDispatcher(ThreadedTaskDispatcher):
     """waitress's pool of ``threads``, plus ``lane_threads`` of their own for the GET and
-    HEAD requests to ``lane_paths``, which serve nothing else (plant_store.serving.probe_lane).
+    HEAD requests to ``lane_paths``, which serve nothing else (plant_store.serving.probes).
     The choice is made per request: waitress hands the channel over again for each
     pipelined request."""
 

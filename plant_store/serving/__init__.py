@@ -4,6 +4,6 @@ waitress in :mod:`~plant_store.serving.waitress_adapter`, its loop and threads i
 (every use of granian in :mod:`~plant_store.serving.granian_adapter`, its TLS files checked at
 start, its connections' upkeep, its busy threads counted), the hooks for gunicorn, the app
 built per process for pre-fork servers (gunicorn, uWSGI), the probes in a lane or on a port
-of their own (:mod:`~plant_store.serving.probes`), the
-warning when tokens could travel in the clear, and the metrics subdirectory a pre-fork
+of their own (:mod:`~plant_store.serving.probes`), the warning when tokens could travel in
+the clear (:mod:`~plant_store.serving.server`), and the metrics subdirectory a pre-fork
 master makes for each start and removes at its stop."""

@@ -4,7 +4,7 @@ and the wheel's pages have one source."""
 
 import pathlib
 
-from plant_store.cli import args
+from plant_store.cli import program as args
 from plant_store.cli.reference import generated
 
 

@@ -8,7 +8,7 @@ where a page includes it).
 - ``http.rst``: every path and method of ``plant_store/http/openapi.json``, its parameters and
   each status it may answer;
 - ``cli.rst``: the ``--help`` of ``plant-store`` and of every sub-command, from the parser
-  in ``plant_store.cli.args`` (handed in: it imports the commands, which print these).
+  in ``plant_store.cli.program`` (handed in: it imports the commands, which print these).
 """
 
 import argparse
@@ -113,10 +113,10 @@ def _columns(width: int) -> Iterator[None]:
 
 
 def cli_rst(parser: argparse.ArgumentParser) -> str:
-    """``parser`` is the whole grammar (``plant_store.cli.args.parser()``), handed down: it
+    """``parser`` is the whole grammar (``plant_store.cli.program.parser()``), handed down: it
     is above this module."""
     with _columns(WIDTH):
-        out = ["Generated from the parser in ``plant_store/cli/args.py``: what ``--help`` "
+        out = ["Generated from the parser in ``plant_store/cli/program.py``: what ``--help`` "
                "prints.", "", "plant-store", "-----------", "", *_literal(parser.format_help())]
 
         def walk(p: argparse.ArgumentParser, words: list[str]) -> None:

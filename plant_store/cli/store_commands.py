@@ -7,8 +7,7 @@ import sys
 
 from plant_store import config
 from plant_store.cli import transfer
-from plant_store.cli.common import drop_stdout, need_journal
-from plant_store.cli.grammar import STORE, Commands, command
+from plant_store.cli.grammar import STORE, Commands, command, drop_stdout, need_journal
 from plant_store.stores import JsonFileStore, Store, StoreError, jsonfile, open_store
 from plant_store.stores.lock import StoreLocked
 from plant_store.util.words import counted

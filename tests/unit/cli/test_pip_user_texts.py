@@ -18,9 +18,8 @@ import pytest
 
 import plant_store
 from plant_store import config
-from plant_store.cli import args as cli_args
-from plant_store.cli import shipped
-from plant_store.cli.main import main
+from plant_store.cli import main, shipped
+from plant_store.cli import program as cli_args
 from plant_store.http import docs_page
 from plant_store.stores import StoreError, needs_driver
 

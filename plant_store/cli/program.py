@@ -1,24 +1,58 @@
-"""The ``plant-store`` command: parse, load the settings, run the command's handler (each
-command group's module registers its own: serve, plants, tokens, webhook_commands,
-store_commands, db, docs).
+"""The ``plant-store`` program: its parser, each command group's part added by the module
+that runs it (``serve``, ``plants``, ``store_commands``, ``webhook_commands``, ``docs``;
+the pieces are :mod:`~plant_store.cli.grammar`'s), and :func:`main`: parse, load the
+settings, run the command's handler. The order of :data:`GROUPS` is the order ``--help``
+lists them in.
 
 Every failure an operator can cause (bad setting, unwritable data directory, locked store,
 unknown token label) ends with one line on stderr and exit status 2, not a traceback.
 """
 
+import argparse
 import os
 import sys
 
-from plant_store import config, logs
-from plant_store.cli import args as cli_args
-from plant_store.cli import transfer
-from plant_store.cli.common import drop_stdout
+from plant_store import __version__, config, logs
+from plant_store.cli import (
+    db,
+    docs,
+    plants,
+    serve,
+    store_commands,
+    tokens,
+    transfer,
+    webhook_commands,
+)
+from plant_store.cli.grammar import Parser, drop_stdout
 from plant_store.stores import DataDirError, StoreError
 from plant_store.tokens import TokenError, TokenFileError
 
+DESCRIPTION = "Plant Store: a small WSGI service that keeps a store of plants."
+EPILOG = """\
+Settings, lowest precedence first: their defaults, an INI file (--config FILE or
+PLANT_STORE_CONFIG), environment variables (PLANT_STORE_PORT=9000), flags (--port 9000).
+'plant-store COMMAND --help' shows a command's settings; 'plant-store config example'
+lists them all.
+"""
+
+GROUPS = (serve, plants, tokens, webhook_commands, docs, store_commands, db)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = Parser(prog="plant-store", description=DESCRIPTION, epilog=EPILOG,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in GROUPS:
+        group.register(commands)
+    # The whole grammar, handed to the handlers as a value (the docs' command-line page is
+    # its help): the modules that register the commands are below this one.
+    top.set_defaults(grammar=top)
+    return top
+
 
 def main(argv: list[str] | None = None) -> int:
-    args = cli_args.parser().parse_args(argv)
+    args = parser().parse_args(argv)
     if args.reads is None:  # config example, docs, webhooks secret: no setting read
         code: int = args.handler(args)
         return code

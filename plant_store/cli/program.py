@@ -20,7 +20,6 @@ from plant_store.cli import (
     serve,
     store_commands,
     tokens,
-    transfer,
     webhook_commands,
 )
 from plant_store.cli.grammar import Parser, drop_stdout
@@ -72,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             raise cfg.blame("data_dir", str(exc)) from None
         except TokenFileError as exc:
             raise cfg.blame("token_file", str(exc)) from None
-    except (config.ConfigError, StoreError, TokenError, transfer.TransferError) as exc:
+    except (config.ConfigError, StoreError, TokenError, plants.TransferError) as exc:
         logs.drain()  # a server's lines logged before it come first (bounded)
         print(f"plant-store: error: {exc}", file=sys.stderr)
         return 2

@@ -6,7 +6,7 @@ import os
 import sys
 
 from plant_store import config
-from plant_store.cli import transfer
+from plant_store.cli import plants
 from plant_store.cli.grammar import STORE, Commands, command, drop_stdout, need_journal
 from plant_store.stores import JsonFileStore, Store, StoreError, jsonfile, open_store
 from plant_store.stores.lock import StoreLocked
@@ -80,30 +80,30 @@ def export_plants(args: argparse.Namespace, cfg: config.Config) -> int:
     _need_lasting(cfg, "export")
     own = [os.path.join(cfg.data_dir, name) for name in jsonfile.OWN_FILES] + [cfg.token_file]
     if path != "-":
-        transfer.check_output(path, own)  # before the store is opened
+        plants.check_output(path, own)  # before the store is opened
     if cfg.store == "jsonfile":
         need_journal(cfg, "export")
     try:
         with open_store(cfg, lock_timeout=0, migrate=False) as store:
             if path != "-":
-                with transfer.output_file(path, own) as out:
-                    count = transfer.export(store, out)
+                with plants.output_file(path, own) as out:
+                    count = plants.export(store, out)
             else:
                 count = _export_to_stdout(store)
     except KeyboardInterrupt:  # Ctrl-C
         left = "standard output has a part of it" if path == "-" else f"{path} is unchanged"
-        raise transfer.TransferError(f"export interrupted; {left}") from None
+        raise plants.TransferError(f"export interrupted; {left}") from None
     print(f"exported {count}", file=sys.stderr)
     return 0
 
 
 def _export_to_stdout(store: Store) -> int:
     try:
-        count = transfer.export(store, sys.stdout.buffer)
+        count = plants.export(store, sys.stdout.buffer)
         sys.stdout.buffer.flush()
     except OSError as exc:  # a closed pipe, say: no traceback, and none at exit
         drop_stdout()
-        raise transfer.TransferError(f"cannot write standard output: {exc.strerror}") from None
+        raise plants.TransferError(f"cannot write standard output: {exc.strerror}") from None
     return count
 
 
@@ -115,15 +115,15 @@ def import_plants(args: argparse.Namespace, cfg: config.Config) -> int:
     try:
         source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
     except OSError as exc:
-        raise transfer.TransferError(f"cannot read {name}: {exc.strerror}") from None
+        raise plants.TransferError(f"cannot read {name}: {exc.strerror}") from None
     try:
         with source, open_store(cfg, lock_timeout=0) as store:
             # Ctrl-C in it names the line
-            result = transfer.import_lines(store, source, cfg.max_body_size)
+            result = plants.import_lines(store, source, cfg.max_body_size)
     except OSError as exc:  # the store raises StoreError: this is the input
-        raise transfer.TransferError(f"cannot read {name}: {exc.strerror}") from None
+        raise plants.TransferError(f"cannot read {name}: {exc.strerror}") from None
     except KeyboardInterrupt:  # Ctrl-C while the store opened
-        raise transfer.TransferError("import interrupted before its first line; nothing "
+        raise plants.TransferError("import interrupted before its first line; nothing "
                                      "was imported") from None
     print(f"imported {result.created}, already there {result.replayed}", file=sys.stderr)
     return 0

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from plant_store.cli import transfer
+from plant_store.cli import plants as transfer
 from plant_store.stores import (
     Conflict,
     JsonFileStore,

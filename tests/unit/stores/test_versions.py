@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plant_store.cli import transfer
+from plant_store.cli import plants as transfer
 from plant_store.stores import JsonFileStore, MemoryStore, PreconditionFailed
 from plant_store.stores.jsonfile.store import DATA_FILE
 from plant_store.stores.preconditions import Preconditions

@@ -1,8 +1,8 @@
-"""The ``plant-store`` command: its parser and :func:`main` (:mod:`~plant_store.cli.program`,
-which adds each command group's module: ``serve``, ``plants``, ``tokens``,
-``webhook_commands``, ``store_commands``, ``db``, ``docs``; the pieces in
-:mod:`~plant_store.cli.grammar`), moving plants between stores and reading them straight
-from one."""
+"""The ``plant-store`` command: its parser and :func:`main` (:mod:`~plant_store.cli.program`),
+the pieces its commands are built with (:mod:`~plant_store.cli.grammar`), and a module for
+each family of commands, by what they act on: ``serve``; ``plants`` (looked at, exported,
+imported); ``store_commands`` (the store whole, its PostgreSQL schema, its tokens);
+``webhook_commands``; ``docs`` (the pages and examples a wheel carries)."""
 
 from plant_store.cli.program import main
 

@@ -13,15 +13,7 @@ import os
 import sys
 
 from plant_store import __version__, config, logs
-from plant_store.cli import (
-    db,
-    docs,
-    plants,
-    serve,
-    store_commands,
-    tokens,
-    webhook_commands,
-)
+from plant_store.cli import docs, plants, serve, store_commands, webhook_commands
 from plant_store.cli.grammar import Parser, drop_stdout
 from plant_store.stores import DataDirError, StoreError
 from plant_store.tokens import TokenError, TokenFileError
@@ -34,7 +26,10 @@ PLANT_STORE_CONFIG), environment variables (PLANT_STORE_PORT=9000), flags (--por
 lists them all.
 """
 
-GROUPS = (serve, plants, tokens, webhook_commands, docs, store_commands, db)
+# Each command group's register(commands), in --help's order.
+GROUPS = (serve.register, plants.register, store_commands.register_tokens,
+          webhook_commands.register, docs.register, store_commands.register,
+          store_commands.register_db)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -42,8 +37,8 @@ def parser() -> argparse.ArgumentParser:
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in GROUPS:
-        group.register(commands)
+    for register in GROUPS:
+        register(commands)
     # The whole grammar, handed to the handlers as a value (the docs' command-line page is
     # its help): the modules that register the commands are below this one.
     top.set_defaults(grammar=top)

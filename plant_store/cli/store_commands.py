@@ -1,5 +1,9 @@
-"""``plant-store check``, ``compact``, ``export`` and ``import``: a store read or
-rewritten as a whole, by an operator, with the server stopped where it must be."""
+"""The store and its tokens, by an operator: ``plant-store check``, ``compact``, ``export``
+and ``import`` (a store read or rewritten as a whole, with the server stopped where it must
+be); ``plant-store db migrate``, ``check`` and ``rebase`` (the PostgreSQL store's schema,
+on one connection of the command's own, through :mod:`plant_store.stores.postgres`, its
+driver loaded only when used); ``plant-store token add``, ``list`` and ``revoke`` (the
+bearer tokens in the token file, which running servers read again within a second)."""
 
 import argparse
 import os
@@ -7,9 +11,19 @@ import sys
 
 from plant_store import config
 from plant_store.cli import plants
-from plant_store.cli.grammar import STORE, Commands, command, drop_stdout, need_journal
-from plant_store.stores import JsonFileStore, Store, StoreError, jsonfile, open_store
+from plant_store.cli.grammar import (
+    DATABASE,
+    STORE,
+    TOKENS,
+    Commands,
+    command,
+    drop_stdout,
+    group,
+    need_journal,
+)
+from plant_store.stores import JsonFileStore, Store, StoreError, jsonfile, needs_driver, open_store
 from plant_store.stores.lock import StoreLocked
+from plant_store.tokens import TokenFile
 from plant_store.util.words import counted
 
 
@@ -127,3 +141,70 @@ def import_plants(args: argparse.Namespace, cfg: config.Config) -> int:
                                      "was imported") from None
     print(f"imported {result.created}, already there {result.replayed}", file=sys.stderr)
     return 0
+
+
+def register_tokens(commands: Commands) -> None:
+    token = group(commands, "token", "issue, list and revoke bearer tokens", "token_command")
+    add = command(token, "add", "issue a token and print it, this once", TOKENS,
+                  handler=add_token)
+    add.add_argument("--label", required=True, help="a name for whoever holds the token")
+    command(token, "list", "show each token's label and creation time, never the token",
+            TOKENS, handler=list_tokens)
+    revoke = command(token, "revoke", "revoke a token; servers refuse it within a second",
+                     TOKENS, handler=revoke_token)
+    revoke.add_argument("label", metavar="LABEL", help="the label given to 'token add'")
+
+
+def add_token(args: argparse.Namespace, cfg: config.Config) -> int:
+    print(TokenFile(cfg.token_file).add(args.label))
+    return 0
+
+
+def list_tokens(args: argparse.Namespace, cfg: config.Config) -> int:
+    tokens = TokenFile(cfg.token_file)
+    entries = tokens.entries()
+    for entry in entries:
+        print(f"{entry.label}\t{entry.created}")
+    if not entries:
+        print(f"no tokens in {tokens.path}", file=sys.stderr)
+    return 0
+
+
+def revoke_token(args: argparse.Namespace, cfg: config.Config) -> int:
+    TokenFile(cfg.token_file).revoke(args.label)
+    print(f"revoked {args.label!r}", file=sys.stderr)
+    return 0
+
+
+def register_db(commands: Commands) -> None:
+    db = group(commands, "db", "the PostgreSQL store's schema", "db_command")
+    command(db, "migrate", "apply pending schema migrations (a starting server does too)",
+            DATABASE, handler=db_action)
+    command(db, "check", "show the schema version and what is pending; exit status 1 when "
+                         "something is", DATABASE, handler=db_action)
+    command(db, "rebase", "move new plants' positions above every earlier one: run after "
+                          "restoring a physical backup or disk snapshot as the primary",
+            DATABASE, handler=db_action)
+
+
+def db_action(args: argparse.Namespace, cfg: config.Config) -> int:
+    """The three actions; the driver loaded only here, when used: a lean install without
+    it says which extra it lacks."""
+    with needs_driver():  # only when used
+        from plant_store.stores import postgres
+
+    if not cfg.database_url:
+        raise StoreError("set database_url (or --database-url) to the PostgreSQL database")
+    url, timeout = cfg.database_url, cfg.database_timeout
+    if args.db_command == "migrate":
+        applied = postgres.migrate(url, timeout)
+        print("applied " + ", ".join(applied) if applied else "nothing to apply")
+        return 0
+    if args.db_command == "rebase":
+        postgres.rebase(url, timeout)
+        print("positions continue above every earlier one, 2^32 transactions beyond")
+        return 0
+    version, missing = postgres.state(url, timeout)
+    print(f"schema version {version}; "
+          + (f"pending: {', '.join(missing)}" if missing else "nothing pending"))
+    return 1 if missing else 0

@@ -42,7 +42,7 @@ from plant_store.config import Config
 from plant_store.events import Events
 from plant_store.http.access_log import AccessLog
 from plant_store.http.auth import BearerAuth, Tokens
-from plant_store.http.routes import DOCS, HEALTH, INDEX, METRICS, OPENAPI, READY
+from plant_store.http.operational import DOCS, HEALTH, INDEX, METRICS, OPENAPI, READY
 
 # Probes, the document and its page: no token, and their access lines only at debug, so
 # probes do not flood the log. Under the prefixes, every path is public (the page's assets,

@@ -21,7 +21,7 @@ from plant_store import config
 from plant_store.cli import main
 from plant_store.cli import pages as shipped
 from plant_store.cli import program as cli_args
-from plant_store.http import docs_page
+from plant_store.http import operational as docs_page
 from plant_store.stores import StoreError, needs_driver
 
 PACKAGE = pathlib.Path(plant_store.__file__).parent

@@ -27,10 +27,9 @@ from plant_store.stores.base import (
     needs_update,
     replay,
 )
-from plant_store.stores.order import CreationOrder
+from plant_store.stores.order import CreationOrder, TagIndex
 from plant_store.stores.outbox import Outbox, deliveries_for
 from plant_store.stores.records import Delivery, Plant, Preconditions, Versioned
-from plant_store.stores.tags import TagIndex
 
 
 class MemoryStore(Store):

@@ -9,7 +9,7 @@ once its request arrives (before 26, a client that connected and never sent held
 thread for good). Its stock ``gthread`` worker serves the
 requests; the probes get a port of their own in each worker (``probe_port``, started in
 ``post_worker_init``), served by threads nothing else uses, as under uWSGI
-(:mod:`plant_store.serving.probe_port`).
+(:mod:`plant_store.serving.probes`).
 
 gunicorn's own lines (``gunicorn.error``) take the service's ``log_format``, so that every
 line of the server is in one format.

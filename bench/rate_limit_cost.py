@@ -14,7 +14,7 @@ import time
 
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.http.rate_limit import SIZE, Buckets
+from plant_store.http.middleware import SIZE, Buckets
 from plant_store.stores import MemoryStore
 from plant_store.tokens import StaticTokens
 

@@ -3,7 +3,7 @@
 The reference pages that describe the real thing are generated here, at build time, into
 ``_generated/`` (never committed): the settings from ``plant_store.config.SETTINGS``, the HTTP
 interface from ``plant_store/http/openapi.json``, the command line from the argparse parser in
-``plant_store.cli.args``, by the functions of ``plant_store/cli/reference.py`` that
+``plant_store.cli.program``, by the functions of ``plant_store/cli/docs.py`` that
 ``plant-store docs`` renders them with. Nothing is fetched from the network: no intersphinx,
 no remote images.
 """

@@ -1,3 +1,3 @@
-from plant_store.cli.main import main
+from plant_store.cli import main
 
 raise SystemExit(main())

@@ -2,7 +2,8 @@
 out (the ``falcon.App``, behind :class:`~plant_store.util.forwarded.ForwardedHeaders` when
 a proxy or a prefix is set). It opens nothing (:class:`plant_store.service.Service` opens and
 closes); it wires the middleware (:func:`plant_store.http.middleware.stack`), the
-resources of each route (:mod:`plant_store.http.routes`) and the error serializer."""
+resources of each route (the table in :mod:`plant_store.http.operational`) and the error
+serializer."""
 
 from collections.abc import Callable, Iterable
 from typing import TextIO
@@ -11,14 +12,15 @@ import falcon
 
 from plant_store.config import Config, ConfigError
 from plant_store.events import Fanout
-from plant_store.http import docs_page, errors, routes
+from plant_store.http import errors, operational
 from plant_store.http.auth import Tokens
-from plant_store.http.docs_page import DocsAssetResource, DocsPageResource
-from plant_store.http.metrics_page import MetricsResource
 from plant_store.http.middleware import stack
 from plant_store.http.operational import (
+    DocsAssetResource,
+    DocsPageResource,
     HealthResource,
     IndexResource,
+    MetricsResource,
     OpenApiResource,
     ReadyResource,
 )
@@ -62,20 +64,20 @@ def create_app(
     app.set_error_serializer(errors.serialize)
     app.add_error_handler(Exception, errors.unexpected)
     resources: dict[str, object] = {
-        routes.PLANTS: PlantsResource(
+        operational.PLANTS: PlantsResource(
             store, config.max_body_size, config.page_size, config.max_page_size,
             webhooks=config.webhook_urls, events=events),
-        routes.PLANT: PlantResource(store, config.max_body_size, events),
-        routes.INDEX: IndexResource(docs=docs_page.INSTALLED),
-        routes.HEALTH: HealthResource(),
-        routes.READY: ReadyResource(store, getattr(tokens, "problem", lambda: None)),
-        routes.OPENAPI: OpenApiResource(),
-        routes.DOCS: DocsPageResource(),
-        routes.DOCS_ASSET: DocsAssetResource(),
+        operational.PLANT: PlantResource(store, config.max_body_size, events),
+        operational.INDEX: IndexResource(docs=operational.INSTALLED),
+        operational.HEALTH: HealthResource(),
+        operational.READY: ReadyResource(store, getattr(tokens, "problem", lambda: None)),
+        operational.OPENAPI: OpenApiResource(),
+        operational.DOCS: DocsPageResource(),
+        operational.DOCS_ASSET: DocsAssetResource(),
     }
     if isinstance(metrics, Metrics):
-        resources[routes.METRICS] = MetricsResource(metrics.exposition, metrics.content_type)
-    for template in routes.ROUTES:  # in the table's order
+        resources[operational.METRICS] = MetricsResource(metrics.exposition, metrics.content_type)
+    for template in operational.ROUTES:  # in the table's order
         if template in resources:
             app.add_route(template, resources[template])
     if config.trusted_proxy or config.url_prefix:

@@ -1,25 +1,31 @@
 """Every setting, declared once.
 
-Each setting is one attribute of :class:`Config`: its type, parser, default and help in one
-line (:func:`setting`). The INI file, the ``PLANT_STORE_<NAME>`` environment variables, the
-command-line flags and ``conf/plant-store.ini`` all come from :data:`SETTINGS`, read off
-that class, so a new setting is one attribute.
+Each setting is one attribute of :class:`Config`: its type, parser (most are
+:mod:`plant_store.util.words`'), default and help in one line (:func:`setting`). The INI
+file, the ``PLANT_STORE_<NAME>`` environment variables, the command-line flags and
+``conf/plant-store.ini`` all come from :data:`SETTINGS`, read off that class, so a new
+setting is one attribute.
 Precedence, lowest first: defaults, INI file, environment, flags.
 """
 
-import base64
-import binascii
 import configparser
 import os
-import re
 import textwrap
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar, cast
-from urllib.parse import SplitResult, urlsplit
 
 from plant_store.logs import LOG_LEVELS
-from plant_store.util import forwarded
+from plant_store.util import forwarded, words
 from plant_store.util.loopback import clear_text_urls
+from plant_store.util.words import (
+    FLAG,
+    OneOf,
+    file_path,
+    http_urls,
+    integer_in,
+    number_in,
+    web_origins,
+)
 
 SECTION = "plant-store"
 ENV_PREFIX = "PLANT_STORE_"
@@ -27,120 +33,6 @@ ENV_PREFIX = "PLANT_STORE_"
 
 class ConfigError(Exception):
     """A setting has a value the service cannot run with."""
-
-
-INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits only: no '+80', '1_000' or Arabic digits
-
-
-def _int_in(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text) if INTEGER.fullmatch(text.strip()) else None
-        if value is None or not low <= value <= high:
-            raise ValueError(f"must be an integer from {low} to {high}")
-        return value
-
-    return parse
-
-
-def _float_in(low: float, high: float) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = None
-        if value is None or not low <= value <= high:  # also refuses nan
-            raise ValueError(f"must be a number from {low:g} to {high:g}")
-        return value
-
-    return parse
-
-
-def _port(parts: SplitResult) -> int | None:
-    """A URL's port, None when it names none, -1 when what it names is not a port."""
-    try:
-        return parts.port  # parsed on access: ValueError when not a number, or too big
-    except ValueError:
-        return -1
-
-
-def _urls(text: str) -> tuple[str, ...]:
-    urls = tuple(text.replace(",", " ").split())
-    for url in urls:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname or (
-                _port(parts) in (0, -1)):
-            raise ValueError(f"{url!r} is not an http:// or https:// URL with a valid port")
-    return urls
-
-
-class _OneOf:
-    """One of a few words (shown by --help)."""
-
-    def __init__(self, *choices: str) -> None:
-        self.choices = choices
-
-    def __call__(self, text: str) -> str:
-        value = text.strip().lower()
-        if value not in self.choices:
-            raise ValueError(f"must be one of {', '.join(self.choices)}")
-        return value
-
-
-class _Flag:
-    """true or false, and the words that say so."""
-
-    choices = ("true", "false")
-
-    def __call__(self, text: str) -> bool:
-        value = text.strip().lower()
-        if value in ("1", "true", "yes", "on"):
-            return True
-        if value in ("0", "false", "no", "off"):
-            return False
-        raise ValueError("must be true or false")
-
-
-_flag = _Flag()
-
-
-def _webhook_secret(text: str) -> str:
-    """A Standard Webhooks secret: whsec_ and the base64 (padded or not) of 24 to 64 bytes.
-    Checked strictly here: standardwebhooks decodes leniently, skipping stray characters,
-    so a mistyped secret would sign with a key no subscriber has."""
-    secret = text.strip()
-    encoded = secret.removeprefix("whsec_")
-    try:
-        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
-    except binascii.Error:
-        key = b""
-    if secret and (encoded == secret or not 24 <= len(key) <= 64):
-        raise ValueError("must be whsec_ and the base64 of 24 to 64 random bytes (a Standard "
-                         "Webhooks secret); make one with 'plant-store webhooks secret'")
-    return secret
-
-
-def _origins(text: str) -> tuple[str, ...]:
-    """Each origin as a browser sends it (lower case, no default port), so that it matches."""
-    origins = []
-    for origin in text.replace(",", " ").split():
-        parts = urlsplit(origin)
-        port = _port(parts)
-        if origin != "*" and (parts.scheme.lower() not in ("http", "https") or not parts.hostname
-                              or port == -1 or parts.path or parts.query or parts.fragment):
-            raise ValueError(f"{origin!r} is not an origin (scheme://host[:port]) or *")
-        if origin != "*":
-            scheme, host = parts.scheme.lower(), parts.hostname or ""  # not "": refused above
-            host = f"[{host}]" if ":" in host else host
-            default = {"http": 80, "https": 443}[scheme]
-            origin = f"{scheme}://{host}" + (f":{port}" if port and port != default else "")
-        origins.append(origin)
-    return tuple(origins)
-
-
-def _path(text: str) -> str:
-    if "\0" in text:
-        raise ValueError("a path cannot hold a NUL character")
-    return text
 
 
 T = TypeVar("T")
@@ -187,42 +79,42 @@ SECRETS = frozenset({"database_url", "webhook_secret"})  # never shown, not even
 class Config:
     """Typed values of every setting; construct with overrides, e.g. ``Config(store="memory")``."""
 
-    server: str = setting(_OneOf("waitress", "granian"), "waitress",
+    server: str = setting(OneOf("waitress", "granian"), "waitress",
         "The HTTP server of 'plant-store serve': 'waitress' (pure Python, one process), or "
         "'granian' (Rust I/O; pip install 'plant-store[granian]'), whose worker processes "
         "each serve the app (see workers). A setting granian cannot honour as waitress "
         "does is refused at start, saying why.")
-    workers: int = setting(_int_in(1, 64), "1",
+    workers: int = setting(integer_in(1, 64), "1",
         "Worker processes of server = granian, each with its own threads, store "
         "connections and probe port; above 1 only with store = postgresql (one process "
         "serves a data directory). Waitress is one process: 1 only.", unit="N")
     host: str = setting(str, "127.0.0.1", "Address the server listens on.")
-    port: int = setting(_int_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one.")
-    probe_port: int = setting(_int_in(0, 65535), "0",
+    port: int = setting(integer_in(0, 65535), "8080", "TCP port; 0 lets the OS pick a free one.")
+    probe_port: int = setting(integer_in(0, 65535), "0",
         "Also answer /health and /ready on this port (on host; under gunicorn, on the "
         "host of its first -b), from threads of their own, whatever the service's "
         "port and threads are doing (all connections taken, every thread waiting); "
         "under uWSGI, and gunicorn with plant_store.gunicorn_hooks, in every worker; "
         "0: off.",
         unit="PORT")
-    threads: int = setting(_int_in(1, 256), "16",
+    threads: int = setting(integer_in(1, 256), "16",
         "Request threads (waitress's worker threads; granian's blocking threads, per "
         "worker); more of them share each fsync (group commit).", unit="N")
-    connection_limit: int = setting(_int_in(10, 1000), "100",
+    connection_limit: int = setting(integer_in(10, 1000), "100",
         "Most connections waitress holds open, counting its own listening socket and "
         "wake-up pipe (under server = granian: each worker's connections). At the limit, "
         "every connection that has sent nothing for a second and waits for no answer is "
         "closed, to let new clients in, and if that frees too few, the connections "
         "reading their answers slowest.",
         unit="N")
-    channel_timeout: int = setting(_int_in(1, 86400), "120",
+    channel_timeout: int = setting(integer_in(1, 86400), "120",
         "Seconds a connection may go without sending or receiving a byte, outside a "
         "request the app is handling, before waitress closes it (checked every 30 s, or "
         "this often if shorter; under server = granian, every second). A client that "
         "sends a byte now and then is never closed. Behind nginx keep it above nginx's "
         "upstream keepalive_timeout (60 s).",
         unit="SECONDS")
-    request_timeout: int = setting(_int_in(1, 3600), "30",
+    request_timeout: int = setting(integer_in(1, 3600), "30",
         "Seconds a client gets to send a request whole (its headers and body, from its "
         "first byte), and that an answer may wait without the client reading any of "
         "it; then its connection is closed (checked every second), so slow or stalled "
@@ -231,76 +123,76 @@ class Config:
         "sends nothing is closed this long after it was made, and an answer that waits "
         "as long is reset; a body has no deadline of its own there.",
         unit="SECONDS")
-    min_send_rate: int = setting(_int_in(0, 1 << 30), "4096",
+    min_send_rate: int = setting(integer_in(0, 1 << 30), "4096",
         "Bytes a second an answer must move at, on average over send_rate_window "
         "seconds of waiting for the client to read it; a slower connection is closed "
         "(checked every second), so clients that read a trickle hold no connection for "
         "long. 0: off.",
         unit="BYTES_PER_SECOND")
-    send_rate_window: int = setting(_int_in(1, 3600), "20",
+    send_rate_window: int = setting(integer_in(1, 3600), "20",
         "Seconds of waiting for a client to read its answer over which min_send_rate is "
         "averaged: a client that pauses and then reads fast loses nothing.",
         unit="SECONDS")
-    store: str = setting(_OneOf("memory", "jsonfile", "postgresql"), "jsonfile",
+    store: str = setting(OneOf("memory", "jsonfile", "postgresql"), "jsonfile",
         "Where plants live: 'memory' (lost on exit), 'jsonfile' (durable, one process) "
         "or 'postgresql' (durable, any number of processes and instances).")
     database_url: str = setting(str, "",
         "The PostgreSQL database of store = postgresql: a libpq URL or key=value DSN. "
         "Keep the password out of it: libpq reads PGPASSWORD or a password file "
         "(PGPASSFILE, ~/.pgpass). Never printed or logged.", unit="URL")
-    database_pool_size: int = setting(_int_in(1, 1000), "10",
+    database_pool_size: int = setting(integer_in(1, 1000), "10",
         "Connections each process keeps to PostgreSQL at most; a request waits for one. "
         "Concurrent creates share one (they are written together, as one statement).",
         unit="N")
-    database_timeout: float = setting(_float_in(0.1, 300), "5",
+    database_timeout: float = setting(number_in(0.1, 300), "5",
         "Seconds a request may spend on PostgreSQL in all (waiting for a connection, "
         "running, retrying on another connection); past it the work is cancelled from "
         "the client side and the answer is 503, whatever the server does.",
         unit="SECONDS")
-    statement_timeout: float = setting(_float_in(0.1, 3600), "5",
+    statement_timeout: float = setting(number_in(0.1, 3600), "5",
         "Seconds PostgreSQL lets a statement run before it cancels it itself (frees the "
         "server from work no one waits for); checked on every new connection.",
         unit="SECONDS")
-    database_prepared_statements: bool = setting(_flag, "true",
+    database_prepared_statements: bool = setting(FLAG, "true",
         "Let psycopg prepare statements on the server. 'false' behind pgbouncer in "
         "transaction mode (before 1.21, or without max_prepared_statements), where a "
         "prepared statement's name may point at another session's statement. Off, the "
         "store requires statement_timeout to be the role's or database's own (at most "
         "this statement_timeout), as a session's SET holds on one server connection.",
         unit="BOOL")
-    data_dir: str = setting(_path, "plant-store-data",
+    data_dir: str = setting(file_path, "plant-store-data",
         "Directory of the JSON-file store (plants.jsonl) and the default token file; a "
         "relative one is taken from the directory the command starts in.",
         unit="DIR")
-    token_file: str = setting(_path, "",
+    token_file: str = setting(file_path, "",
         "File of token hashes; empty means <data_dir>/tokens.json.", unit="FILE")
-    lock_timeout: float = setting(_float_in(0, 3600), "10",
+    lock_timeout: float = setting(number_in(0, 3600), "10",
         "Seconds a starting server waits for the process that owns data_dir to let go "
         "(a reload's old worker finishing its requests) before it refuses; 0: at once.",
         unit="SECONDS")
-    max_body_size: int = setting(_int_in(1, 1 << 30), "65536",
+    max_body_size: int = setting(integer_in(1, 1 << 30), "65536",
         "Largest request body in bytes; larger bodies get 413 unread.", unit="BYTES")
-    page_size: int = setting(_int_in(1, 2**31 - 1), "100",
+    page_size: int = setting(integer_in(1, 2**31 - 1), "100",
         "Plants in a GET /plants page when the request gives no limit.", unit="N")
-    max_page_size: int = setting(_int_in(1, 2**31 - 1), "1000",
+    max_page_size: int = setting(integer_in(1, 2**31 - 1), "1000",
         "Largest page; a larger limit is capped to it, not refused.", unit="N")
-    compact_dead_share: float = setting(_float_in(0, 0.99), "0.5",
+    compact_dead_share: float = setting(number_in(0, 0.99), "0.5",
         "Compact the JSON-file store in the background once this share of its records "
         "is dead (deleted plants, settled webhook deliveries); 0 turns it off. "
         "'plant-store compact' does it by hand.", unit="SHARE")
-    fsync: bool = setting(_flag, "true",
+    fsync: bool = setting(FLAG, "true",
         "Flush each write to disk before answering. 'false' is UNSAFE: a power loss or "
         "OS crash can lose acknowledged plants. For benchmarks only.")
-    log_level: str = setting(_OneOf(*LOG_LEVELS), "info",
+    log_level: str = setting(OneOf(*LOG_LEVELS), "info",
         "Lowest level logged to stderr; 'info' includes one access line per request.")
-    log_format: str = setting(_OneOf("text", "json"), "text",
+    log_format: str = setting(OneOf("text", "json"), "text",
         "'text' lines, or 'json': one JSON object per line, for log shippers.")
     trusted_proxy: str = setting(forwarded.proxies, "",
         "IP addresses or networks of the reverse proxies whose forwarded headers are "
         "believed, space-separated (e.g. 127.0.0.1, or 10.0.0.0/8; '*' for any peer, as "
         "behind a Unix socket). Empty: forwarded headers are ignored and removed. Applied "
         "by the app itself, under any WSGI server.", unit="ADDRESSES")
-    trusted_proxy_count: int = setting(_int_in(1, 10), "1",
+    trusted_proxy_count: int = setting(integer_in(1, 10), "1",
         "Trusted proxies in a row in front of the service: of each forwarded header's "
         "comma-separated hops, the one this many from the right is believed (what a "
         "client sent sits to its left).", unit="N")
@@ -313,26 +205,26 @@ class Config:
         "Path the proxy serves the API under (e.g. /api), stripped from request paths "
         "and put back in the URLs the service emits. Empty: served at the root. Applied "
         "by the app itself, under any WSGI server.", unit="PATH")
-    require_https: bool = setting(_flag, "false",
+    require_https: bool = setting(FLAG, "false",
         "Refuse (403) every request but /health and /ready whose scheme is not https: "
         "over TLS to the service itself, or https in X-Forwarded-Proto (or Forwarded) from "
         "a trusted_proxy. Checked before the bearer token, so a client configured with "
         "an http:// URL fails at once. Also refuses an http:// webhook_urls entry other "
         "than loopback. Set it in every deployment reached from beyond loopback.",
         unit="BOOL")
-    tls_certificate: str = setting(_path, "",
+    tls_certificate: str = setting(file_path, "",
         "Serve HTTPS directly: the certificate chain's PEM file (with tls_key). Under "
         "server = granian only (waitress has no TLS: terminate it at a proxy, 'plant-store "
         "docs tls'). Read at start: a renewed certificate is served from the next start.",
         unit="FILE")
-    tls_key: str = setting(_path, "",
+    tls_key: str = setting(file_path, "",
         "The private key's PEM file of tls_certificate.", unit="FILE")
-    metrics: str = setting(_OneOf("off", "public", "token"), "token",
+    metrics: str = setting(OneOf("off", "public", "token"), "token",
         "Who may read GET /metrics (Prometheus text): 'token' (a bearer token, as for "
         "the plants: request rates and store health are not for anyone who asks), "
         "'public' (no token: a scraper on a private network), or 'off' (no path, and "
         "nothing counted).")
-    rate_limit: float = setting(_float_in(0, 1_000_000), "0",
+    rate_limit: float = setting(number_in(0, 1_000_000), "0",
         "Requests a second each client may make, sustained; past it the answer is 429 "
         "with Retry-After. A client is its bearer token (by label) when it sends a valid "
         "one, else its address (the real client's, behind trusted_proxy): on the paths "
@@ -341,27 +233,27 @@ class Config:
         "memory, per process. 0: off. Beside nginx's "
         "limit_req: see 'plant-store docs deploying'.",
         unit="PER_SECOND")
-    rate_limit_burst: int = setting(_int_in(0, 1_000_000), "20",
+    rate_limit_burst: int = setting(integer_in(0, 1_000_000), "20",
         "Requests a client may make at once beyond rate_limit after a pause, as nginx's "
         "limit_req burst= with nodelay: this many and one more at once, then rate_limit "
         "a second.", unit="N")
-    cors_allow_origins: tuple[str, ...] = setting(_origins, "",
+    cors_allow_origins: tuple[str, ...] = setting(web_origins, "",
         "Origins (scheme://host[:port], space-separated, or *) whose browser pages may "
         "call the API (CORS); preflights are answered without a token. Empty: no CORS "
         "headers at all.", unit="ORIGINS")
-    webhook_urls: tuple[str, ...] = setting(_urls, "",
+    webhook_urls: tuple[str, ...] = setting(http_urls, "",
         "Subscriber URLs, space-separated, each sent every new plant's NewPlant JSON. "
         "Empty: no webhook.", unit="URLS")
-    webhook_secret: str = setting(_webhook_secret, "",
+    webhook_secret: str = setting(words.webhook_secret, "",
         "Key of the deliveries' webhook-signature (Standard Webhooks HMAC-SHA256), shared "
         "with the subscribers: whsec_ and base64; 'plant-store webhooks secret' makes one. "
         "Required with webhook_urls. Never printed or logged.", unit="SECRET")
-    webhook_max_attempts: int = setting(_int_in(1, 1000), "10",
+    webhook_max_attempts: int = setting(integer_in(1, 1000), "10",
         "Attempts per delivery before it is kept as a dead letter.", unit="N")
-    webhook_backoff: float = setting(_float_in(0.001, 3600), "1",
+    webhook_backoff: float = setting(number_in(0.001, 3600), "1",
         "Seconds before the first retry; each later one waits twice as long (at most "
         "an hour), with random jitter.", unit="SECONDS")
-    webhook_timeout: float = setting(_float_in(0.1, 300), "10",
+    webhook_timeout: float = setting(number_in(0.1, 300), "10",
         "Seconds a whole delivery may take: connect, send and the full answer.",
         unit="SECONDS")
 

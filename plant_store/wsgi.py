@@ -17,7 +17,7 @@ import os
 
 from plant_store import logs
 from plant_store.config import load
-from plant_store.serving import probe_port, server_quirks
+from plant_store.serving import probes, server_quirks
 from plant_store.serving.lazy_app import LazyApp, warn_under_uwsgi
 
 _config = load(os.environ.get("PLANT_STORE_CONFIG"), os.environ)
@@ -28,4 +28,4 @@ application = server_quirks.ServerSchemeUndone(LazyApp(
     _config, metrics_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None,
     wait_for_owner=not contended))
 if _config.probe_port:  # uWSGI's probes: a port of their own in each worker
-    probe_port.in_uwsgi_workers(application, _config.host, _config.probe_port)
+    probes.in_uwsgi_workers(application, _config.host, _config.probe_port)

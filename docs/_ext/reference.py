@@ -1,11 +1,11 @@
 """The generated reference pages, written at build time into ``_generated/`` by the same
-functions ``plant-store docs`` renders them with (``plant_store.cli.reference``), so the site
+functions ``plant-store docs`` renders them with (``plant_store.cli.docs``), so the site
 and the wheel's pages have one source."""
 
 import pathlib
 
-from plant_store.cli import args
-from plant_store.cli.reference import generated
+from plant_store.cli import program as args
+from plant_store.cli.docs import generated
 
 
 def version() -> str:

@@ -1,6 +1,8 @@
 """The pieces of the command line's grammar that each command group builds its part with:
 a command with a description and only the settings it uses, each flag showing what its
-value is, its default and its environment variable, and the handler that runs it.
+value is, its default and its environment variable, and the handler that runs it; and
+what several handlers share: the refusal of a command that needs the JSON-file store's
+journal, and standard output let go once its reader has gone.
 
 Settings come from every source for every command (an INI file may hold them all), but a
 command parses only those it reads (``args.reads``), so a value meant for another never
@@ -10,10 +12,14 @@ fails it; it offers them as flags, so ``--help`` shows what matters to it.
 import argparse
 import difflib
 import itertools
+import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeAlias
 
 from plant_store import config
+from plant_store.stores import DataDirError, jsonfile
+from plant_store.util import words
 
 # A command's handler: the parsed arguments and the loaded settings; its exit status.
 Handler = Callable[[argparse.Namespace, config.Config], int]
@@ -70,7 +76,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def count(text: str) -> int:
-    if not config.INTEGER.fullmatch(text) or not 1 <= int(text) <= 2**31 - 1:
+    if not words.INTEGER.fullmatch(text) or not 1 <= int(text) <= 2**31 - 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer from 1 to {2**31 - 1}")
     return int(text)
 
@@ -114,3 +120,18 @@ def group(commands: Commands, name: str, text: str, dest: str) -> Commands:
     """A group of commands (plant-store token add, list, revoke), each its own handler."""
     parser = command(commands, name, text, None)
     return parser.add_subparsers(dest=dest, required=True, metavar="ACTION")
+
+
+def need_journal(cfg: config.Config, command: str) -> None:
+    """These commands read the JSON-file store's journal; say so rather than make one."""
+    if cfg.store != "jsonfile":
+        raise cfg.blame("store", f"'plant-store {command}' reads the JSON-file store only")
+    path = os.path.join(cfg.data_dir, jsonfile.DATA_FILE)
+    if not os.path.lexists(path):
+        raise DataDirError(f"{os.path.abspath(path)} does not exist: no JSON-file store there")
+
+
+def drop_stdout() -> None:
+    """Standard output points at /dev/null from here on, so that Python's own flush at exit
+    does not report the closed pipe again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

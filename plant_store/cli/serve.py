@@ -12,7 +12,7 @@ import socket
 from plant_store import config
 from plant_store.cli.grammar import ALL, Commands, command
 from plant_store.service import Service
-from plant_store.serving import clear_text, server
+from plant_store.serving import server
 from plant_store.stores import StoreError
 from plant_store.tokens import TokenFile
 
@@ -53,8 +53,8 @@ def serve(cfg: config.Config, tokens: TokenFile, first_token: bool = True) -> in
         raise cfg.blame("tls_certificate", "waitress serves no TLS: serve with server = "
                                            "granian, or terminate TLS at a proxy "
                                            "('plant-store docs tls')")
-    clear_text.warn_if_exposed(cfg, [str(address[4][0]) for address in found],
-                               tls=bool(cfg.tls_certificate))
+    server.warn_if_exposed(cfg, [str(address[4][0]) for address in found],
+                           tls=bool(cfg.tls_certificate))
     # Under granian each worker process opens the service, after the fork.
     service = Service(cfg, tokens=tokens) if cfg.server == "waitress" else None
 

@@ -1,16 +1,29 @@
-"""``plant-store check``, ``compact``, ``export`` and ``import``: a store read or
-rewritten as a whole, by an operator, with the server stopped where it must be."""
+"""The store and its tokens, by an operator: ``plant-store check``, ``compact``, ``export``
+and ``import`` (a store read or rewritten as a whole, with the server stopped where it must
+be); ``plant-store db migrate``, ``check`` and ``rebase`` (the PostgreSQL store's schema,
+on one connection of the command's own, through :mod:`plant_store.stores.postgres`, its
+driver loaded only when used); ``plant-store token add``, ``list`` and ``revoke`` (the
+bearer tokens in the token file, which running servers read again within a second)."""
 
 import argparse
 import os
 import sys
 
 from plant_store import config
-from plant_store.cli import transfer
-from plant_store.cli.common import drop_stdout, need_journal
-from plant_store.cli.grammar import STORE, Commands, command
-from plant_store.stores import JsonFileStore, Store, StoreError, jsonfile, open_store
+from plant_store.cli import plants
+from plant_store.cli.grammar import (
+    DATABASE,
+    STORE,
+    TOKENS,
+    Commands,
+    command,
+    drop_stdout,
+    group,
+    need_journal,
+)
+from plant_store.stores import JsonFileStore, Store, StoreError, jsonfile, needs_driver, open_store
 from plant_store.stores.lock import StoreLocked
+from plant_store.tokens import TokenFile
 from plant_store.util.words import counted
 
 
@@ -81,30 +94,30 @@ def export_plants(args: argparse.Namespace, cfg: config.Config) -> int:
     _need_lasting(cfg, "export")
     own = [os.path.join(cfg.data_dir, name) for name in jsonfile.OWN_FILES] + [cfg.token_file]
     if path != "-":
-        transfer.check_output(path, own)  # before the store is opened
+        plants.check_output(path, own)  # before the store is opened
     if cfg.store == "jsonfile":
         need_journal(cfg, "export")
     try:
         with open_store(cfg, lock_timeout=0, migrate=False) as store:
             if path != "-":
-                with transfer.output_file(path, own) as out:
-                    count = transfer.export(store, out)
+                with plants.output_file(path, own) as out:
+                    count = plants.export(store, out)
             else:
                 count = _export_to_stdout(store)
     except KeyboardInterrupt:  # Ctrl-C
         left = "standard output has a part of it" if path == "-" else f"{path} is unchanged"
-        raise transfer.TransferError(f"export interrupted; {left}") from None
+        raise plants.TransferError(f"export interrupted; {left}") from None
     print(f"exported {count}", file=sys.stderr)
     return 0
 
 
 def _export_to_stdout(store: Store) -> int:
     try:
-        count = transfer.export(store, sys.stdout.buffer)
+        count = plants.export(store, sys.stdout.buffer)
         sys.stdout.buffer.flush()
     except OSError as exc:  # a closed pipe, say: no traceback, and none at exit
         drop_stdout()
-        raise transfer.TransferError(f"cannot write standard output: {exc.strerror}") from None
+        raise plants.TransferError(f"cannot write standard output: {exc.strerror}") from None
     return count
 
 
@@ -116,15 +129,82 @@ def import_plants(args: argparse.Namespace, cfg: config.Config) -> int:
     try:
         source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
     except OSError as exc:
-        raise transfer.TransferError(f"cannot read {name}: {exc.strerror}") from None
+        raise plants.TransferError(f"cannot read {name}: {exc.strerror}") from None
     try:
         with source, open_store(cfg, lock_timeout=0) as store:
             # Ctrl-C in it names the line
-            result = transfer.import_lines(store, source, cfg.max_body_size)
+            result = plants.import_lines(store, source, cfg.max_body_size)
     except OSError as exc:  # the store raises StoreError: this is the input
-        raise transfer.TransferError(f"cannot read {name}: {exc.strerror}") from None
+        raise plants.TransferError(f"cannot read {name}: {exc.strerror}") from None
     except KeyboardInterrupt:  # Ctrl-C while the store opened
-        raise transfer.TransferError("import interrupted before its first line; nothing "
+        raise plants.TransferError("import interrupted before its first line; nothing "
                                      "was imported") from None
     print(f"imported {result.created}, already there {result.replayed}", file=sys.stderr)
     return 0
+
+
+def register_tokens(commands: Commands) -> None:
+    token = group(commands, "token", "issue, list and revoke bearer tokens", "token_command")
+    add = command(token, "add", "issue a token and print it, this once", TOKENS,
+                  handler=add_token)
+    add.add_argument("--label", required=True, help="a name for whoever holds the token")
+    command(token, "list", "show each token's label and creation time, never the token",
+            TOKENS, handler=list_tokens)
+    revoke = command(token, "revoke", "revoke a token; servers refuse it within a second",
+                     TOKENS, handler=revoke_token)
+    revoke.add_argument("label", metavar="LABEL", help="the label given to 'token add'")
+
+
+def add_token(args: argparse.Namespace, cfg: config.Config) -> int:
+    print(TokenFile(cfg.token_file).add(args.label))
+    return 0
+
+
+def list_tokens(args: argparse.Namespace, cfg: config.Config) -> int:
+    tokens = TokenFile(cfg.token_file)
+    entries = tokens.entries()
+    for entry in entries:
+        print(f"{entry.label}\t{entry.created}")
+    if not entries:
+        print(f"no tokens in {tokens.path}", file=sys.stderr)
+    return 0
+
+
+def revoke_token(args: argparse.Namespace, cfg: config.Config) -> int:
+    TokenFile(cfg.token_file).revoke(args.label)
+    print(f"revoked {args.label!r}", file=sys.stderr)
+    return 0
+
+
+def register_db(commands: Commands) -> None:
+    db = group(commands, "db", "the PostgreSQL store's schema", "db_command")
+    command(db, "migrate", "apply pending schema migrations (a starting server does too)",
+            DATABASE, handler=db_action)
+    command(db, "check", "show the schema version and what is pending; exit status 1 when "
+                         "something is", DATABASE, handler=db_action)
+    command(db, "rebase", "move new plants' positions above every earlier one: run after "
+                          "restoring a physical backup or disk snapshot as the primary",
+            DATABASE, handler=db_action)
+
+
+def db_action(args: argparse.Namespace, cfg: config.Config) -> int:
+    """The three actions; the driver loaded only here, when used: a lean install without
+    it says which extra it lacks."""
+    with needs_driver():  # only when used
+        from plant_store.stores import postgres
+
+    if not cfg.database_url:
+        raise StoreError("set database_url (or --database-url) to the PostgreSQL database")
+    url, timeout = cfg.database_url, cfg.database_timeout
+    if args.db_command == "migrate":
+        applied = postgres.migrate(url, timeout)
+        print("applied " + ", ".join(applied) if applied else "nothing to apply")
+        return 0
+    if args.db_command == "rebase":
+        postgres.rebase(url, timeout)
+        print("positions continue above every earlier one, 2^32 transactions beyond")
+        return 0
+    version, missing = postgres.state(url, timeout)
+    print(f"schema version {version}; "
+          + (f"pending: {', '.join(missing)}" if missing else "nothing pending"))
+    return 1 if missing else 0

@@ -8,8 +8,7 @@ import os
 import sys
 
 from plant_store import config
-from plant_store.cli.common import need_journal
-from plant_store.cli.grammar import STORE, Commands, command, group
+from plant_store.cli.grammar import STORE, Commands, command, group, need_journal
 from plant_store.stores import JsonFileStore, StoreError, jsonfile, open_store
 from plant_store.stores.lock import StoreLocked
 from plant_store.stores.records import Delivery

@@ -15,7 +15,7 @@ here, outside any lock, and a set lookup where the store decides.
 
 import re
 
-from plant_store.stores.preconditions import ANY, Preconditions
+from plant_store.stores.records import ANY, Preconditions
 
 MAX_HEADER = 8192  # bytes of an If-Match or If-None-Match value, at most
 # One list member: "*", or an entity tag, weak or not, and what surrounds it up to the next

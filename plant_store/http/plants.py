@@ -30,7 +30,7 @@ from plant_store.http.schemas import (
     load_plant_update,
 )
 from plant_store.stores import Conflict, PreconditionFailed, Store, StoreUnavailable
-from plant_store.stores.preconditions import Preconditions
+from plant_store.stores.records import Preconditions
 from plant_store.util.forwarded import base_url
 
 INT32_MAX = JsonInteger(32).maximum  # the bounds the schemas use

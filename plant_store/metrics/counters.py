@@ -42,7 +42,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from plant_store.config import Config
 from plant_store.events import Events
-from plant_store.http.routes import ROUTES
+from plant_store.http.operational import ROUTES
 from plant_store.metrics import archive, prometheus_adapter
 from plant_store.stores import Store, StoreUnavailable
 from plant_store.stores.base import CAUSES
@@ -291,7 +291,7 @@ class _OutboxGauges:
 
 
 def _router() -> falcon.routing.CompiledRouter:
-    """The app's routes (http.routes), compiled here, to name the route of a request
+    """The app's routes (http.operational), compiled here, to name the route of a request
     refused before routing (a 401's) as the app's router would."""
     router = falcon.routing.CompiledRouter()
     for template in ROUTES:

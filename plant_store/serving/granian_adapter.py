@@ -48,10 +48,10 @@ from plant_store.config import Config, ConfigError
 from plant_store.http import access_log, errors
 from plant_store.metrics import prometheus_adapter
 from plant_store.service import Service
-from plant_store.serving import probe_port, server_quirks
-from plant_store.serving.busy_threads import BusyThreads
+from plant_store.serving import probes, server_quirks
 from plant_store.serving.connection_upkeep import ConnectionUpkeep
 from plant_store.serving.metrics_directory import MetricsDirectory as _MetricsDirectory
+from plant_store.serving.probes import BusyThreads
 from plant_store.stores import DataDirError, StoreError, one_process_problem
 from plant_store.tokens import TokenError, TokenFile, TokenFileError
 
@@ -225,11 +225,11 @@ def _probes(service: Service, config: Config, address: str,
     if not config.probe_port:
         return None
     try:  # every worker binds it, and the kernel spreads the probes among them
-        listener = probe_port.listen(address, config.probe_port, reuse_port=True)
+        listener = probes.listen(address, config.probe_port, reuse_port=True)
     except OSError as exc:
         raise config.blame("probe_port", f"cannot listen on {config.host}:"
                                          f"{config.probe_port}: {exc.strerror}") from None
-    return probe_port.serve(service.app, listener, unready)  # busy threads: not ready
+    return probes.serve(service.app, listener, unready)  # busy threads: not ready
 
 
 def _close(service: Service, probes: Any, upkeep: ConnectionUpkeep) -> None:

@@ -9,7 +9,7 @@ once its request arrives (before 26, a client that connected and never sent held
 thread for good). Its stock ``gthread`` worker serves the
 requests; the probes get a port of their own in each worker (``probe_port``, started in
 ``post_worker_init``), served by threads nothing else uses, as under uWSGI
-(:mod:`plant_store.serving.probe_port`).
+(:mod:`plant_store.serving.probes`).
 
 gunicorn's own lines (``gunicorn.error``) take the service's ``log_format``, so that every
 line of the server is in one format.
@@ -64,7 +64,7 @@ from prometheus_client import multiprocess  # noqa: E402
 from plant_store import config as _config  # noqa: E402  # 'config' is a gunicorn setting
 from plant_store import logs  # noqa: E402
 from plant_store.metrics import archive as metrics_archive  # noqa: E402
-from plant_store.serving import probe_port, waitress_adapter  # noqa: E402
+from plant_store.serving import probes, waitress_loop  # noqa: E402
 from plant_store.stores import one_process_problem  # noqa: E402
 from plant_store.util.files import ONCE_ENV  # noqa: E402
 
@@ -150,7 +150,7 @@ def _refuse_workers_that_cannot_share(workers: int) -> None:
 
 
 _probes: socket.socket | None = None  # the probe port, bound by the master
-_serving: "waitress_adapter.Background | None" = None  # this worker's server on it
+_serving: "waitress_loop.Background | None" = None  # this worker's server on it
 
 
 def _listen_for_probes(server: Arbiter) -> None:
@@ -175,7 +175,7 @@ def _listen_for_probes(server: Arbiter) -> None:
                          f"(-b); give the probes a port of their own")
     host = str(bound[0][0]) if bound else "127.0.0.1"
     try:
-        _probes = probe_port.listen(host, port)
+        _probes = probes.listen(host, port)
     except OSError as exc:
         raise SystemExit(f"plant-store: error: probe_port={port} on {host}: "
                          f"{exc.strerror}") from None
@@ -187,7 +187,7 @@ def post_worker_init(worker: Worker) -> None:
     has gone) while a probe must answer within a second."""
     global _serving
     if _probes is not None:
-        _serving = probe_port.serve(worker.wsgi, _probes)
+        _serving = probes.serve(worker.wsgi, _probes)
 
 
 def worker_exit(server: Arbiter, worker: Worker) -> None:

@@ -1,5 +1,11 @@
 """Run the service on waitress (or on granian: :func:`serve_granian`) until SIGTERM, SIGINT
-or SIGHUP, finish what is in flight, close it."""
+or SIGHUP, finish what is in flight, close it.
+
+And what a starting server, either one, says when bearer tokens could reach it in the clear
+(:func:`warn_if_exposed`): bound beyond loopback, with neither TLS of its own, a trusted
+proxy in front (which terminates TLS), nor ``require_https`` (which refuses plain HTTP).
+One warning line, so it is seen and not repeated; the server starts all the same (a
+private network may be trusted)."""
 
 import contextlib
 import logging
@@ -13,9 +19,10 @@ from plant_store.config import Config
 from plant_store.http import access_log, auth
 from plant_store.http.auth import Tokens
 from plant_store.service import Service
-from plant_store.serving import probe_port, waitress_adapter
-from plant_store.serving.probe_lane import ProbeLaneDispatcher
+from plant_store.serving import probes, waitress_adapter, waitress_loop
+from plant_store.serving.probes import ProbeLaneDispatcher
 from plant_store.serving.waitress_adapter import Server
+from plant_store.util.loopback import is_loopback
 
 log = logging.getLogger("plant_store.server")  # the name users filter on
 
@@ -24,7 +31,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 def _interrupt(signum: int, frame: object) -> None:
     """The first stop signal ends the I/O loop wherever it waits; the drain that follows
-    (waitress_adapter.run_until_stopped) is bounded by itself, so a second one is ignored,
+    (waitress_loop.run_until_stopped) is bounded by itself, so a second one is ignored,
     not let to abort it half-way."""
     for other in STOP_SIGNALS:
         if signal.getsignal(other) is _interrupt:
@@ -130,11 +137,11 @@ def _serve(service: Service, on_ready: Callable[[str], None] | None) -> None:
     _raise_descriptor_limit()
     if config.probe_port:  # probes that no client's connections can crowd out
         try:
-            probes = probe_port.listen(config.host, config.probe_port)
+            listener = probes.listen(config.host, config.probe_port)
         except OSError as exc:
             raise config.blame("probe_port", f"cannot listen on {config.host}:"
                                              f"{config.probe_port}: {exc.strerror}") from None
-        probe_port.serve(service.app, probes, unready=lambda: _crowded(server, config))
+        probes.serve(service.app, listener, unready=lambda: _crowded(server, config))
     urls = _urls(server, config.url_prefix)
     if on_ready:
         on_ready(urls[0])
@@ -149,4 +156,23 @@ def _serve(service: Service, on_ready: Callable[[str], None] | None) -> None:
     if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
         signal.signal(signal.SIGHUP, _interrupt)
     # Then a drain: the answers in flight are still sent, for at most STOP_GRACE.
-    waitress_adapter.run_until_stopped(server, STOP_GRACE)
+    waitress_loop.run_until_stopped(server, STOP_GRACE)
+
+
+def exposed(config: Config, addresses: Iterable[str], *, tls: bool = False) -> list[str]:
+    """The ``addresses`` (those ``host`` resolved to) that take bearer tokens over plain
+    HTTP from beyond loopback, as this configuration stands; none when it is safe."""
+    if tls or config.trusted_proxy or config.require_https:
+        return []
+    return [address for address in addresses if not is_loopback(address)]
+
+
+def warn_if_exposed(config: Config, addresses: Iterable[str], *, tls: bool = False) -> None:
+    """Log the one warning line when :func:`exposed` finds addresses."""
+    found = exposed(config, addresses, tls=tls)
+    if found:
+        log.warning("serving plain HTTP on %s, beyond loopback, with no TLS, no trusted_proxy "
+                    "and require_https off: bearer tokens and plants travel in the clear and "
+                    "can be read on the way (RFC 6750 section 5.3); put a TLS proxy in front "
+                    "('plant-store docs tls'), or serve HTTPS itself (tls_certificate), with "
+                    "trusted_proxy and require_https = true", " and ".join(sorted(set(found))))

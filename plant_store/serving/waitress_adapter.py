@@ -1,4 +1,6 @@
-"""Every use ``plant-store serve`` makes of waitress's internals, in one place.
+"""Every use ``plant-store serve`` makes of waitress's internals, in one place: its server
+and each connection's channel, parser, task and upkeep (running the server's loop and
+threads is :mod:`plant_store.serving.waitress_loop`'s, which needs no private name).
 
 Each name below was read in waitress 3.0.2 (setup.cfg allows 3.0.x only), and
 tests/integration/test_waitress_pins.py checks each against the waitress installed, so a
@@ -10,12 +12,6 @@ this relies on:
 - ``waitress.server.create_server``, undocumented, for a server object to run ourselves,
   and its ``_dispatcher`` (a test shim): the one way to give the listeners a task
   dispatcher of our own (:class:`LaneDispatcher`); ``threads`` only sizes waitress's pool.
-- ``ThreadedTaskDispatcher.add_task`` is given the channel, whose ``requests[0]`` is the
-  parsed request: the lane is chosen by its method and path before it waits for a thread,
-  and no public hook sees a request that early.
-- ``ThreadedTaskDispatcher.queue_logger``: its "Task queue depth" warning, made by the I/O
-  thread for nearly every request under load (see :class:`_QueueLog`); a filter on the
-  ``waitress.queue`` logger would still make a record each time, for every server.
 - ``HTTPChannel.error_task_class`` and ``ErrorTask`` (``request.error``, ``status``,
   ``response_headers``, ``set_close_on_finish``, ``content_length``, ``write``): the
   answers waitress makes itself are ``text/plain``, and no setting changes their body.
@@ -38,42 +34,33 @@ this relies on:
 - ``HTTPRequestParser.parse_header`` sets ``expect_continue``, ``body_rcv`` and
   ``content_length``; ``received`` completes a request whose ``body_rcv`` it left None,
   and the task closes after a request whose ``CONNECTION`` header says ``close``.
-- A drain in place of ``run()`` (:func:`run_until_stopped`): ``wasyncore.loop`` and
-  ``close_all``, a single server's socket map ``_map``, each channel's ``requests``,
-  ``total_outbufs_len`` and ``handle_close``, and the listener's ``accepting``.
-- A single server's ``effective_host`` and ``effective_port`` (typeshed's stub leaves
-  them out; a MultiSocketServer's ``effective_listen`` is in it).
+- A single server's socket map ``_map`` (:func:`socket_map`), and its ``effective_host``
+  and ``effective_port`` (typeshed's stub leaves them out; a MultiSocketServer's
+  ``effective_listen`` is in it).
 """
 
 import contextlib
 import copy
 import fcntl
-import functools
-import logging
 import socket
 import struct
 import termios
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import waitress.server
-from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer, MultiSocketServer
-from waitress.task import ErrorTask, Task, ThreadedTaskDispatcher, WSGITask
-from waitress.utilities import Error, RequestEntityTooLarge, queue_logger
+from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
+from waitress.utilities import Error, RequestEntityTooLarge
 
 from plant_store.http import errors
-from plant_store.logs import Throttle
 
-log = logging.getLogger("plant_store.waitress_adapter")  # the name users filter on
 Server = BaseWSGIServer | MultiSocketServer
-QUEUE_WARNING_EVERY = 10.0  # seconds: the most often waitress's queue warning is logged
 
 
 def create_server(
@@ -239,146 +226,10 @@ def listening(server: Server) -> list[tuple[str, int | str]]:
     return [(server.effective_host, server.effective_port)]  # type: ignore[attr-defined]
 
 
-class Background:
-    """A waitress server run by a thread of its own until ``stop()`` (the probe port)."""
-
-    def __init__(self, server: Server) -> None:
-        self._server = server
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="plant-store-probes",
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        socket_map = _socket_map(self._server)
-        while not self._stopping.is_set():
-            wasyncore.loop(timeout=0.2, map=socket_map, use_poll=True, count=1)
-        _drain(self._server, socket_map, grace=2.0)
-
-    def stop(self) -> None:
-        """Take no more connections, answer those in flight (at most 2 s), close: the
-        listening socket too, in this process (a gunicorn master keeps its own)."""
-        self._stopping.set()
-        self._thread.join(3)
-
-
-def serve_in_thread(app: Callable[..., Iterable[bytes]], listener: socket.socket,
-                    threads: int, request_timeout: float, **settings: Any) -> Background:
-    """``app`` on waitress, on ``listener``, with threads of its own, our channel and
-    upkeep (as :func:`create_server`), its loop in a thread of its own."""
-    dispatcher = ThreadedTaskDispatcher()
-    dispatcher.set_thread_count(threads)
-    server = create_server(app, dispatcher, max_body_size=0, request_timeout=request_timeout,
-                           sockets=[listener], threads=threads, ident="plant-store",
-                           clear_untrusted_proxy_headers=False, cleanup_interval=1, **settings)
-    return Background(server)
-
-
-def _socket_map(server: Server) -> Any:
+def socket_map(server: Server) -> Any:
     """The dispatchers by file descriptor (typeshed's stubs leave BaseWSGIServer's out)."""
     return server.map if isinstance(server, MultiSocketServer) else (
         server._map)  # type: ignore[attr-defined]
-
-
-def run_until_stopped(server: Server, grace: float) -> None:
-    """Serve until KeyboardInterrupt, then drain: take no new connection or request, close
-    each connection as soon as nothing of its own is in flight, and keep sending answers,
-    all connections at once, until none is left or ``grace`` seconds have passed.
-
-    In place of waitress's ``run()``, which on the signal stops its I/O loop and waits for
-    the workers: with ``send_bytes`` an answer waits in its connection's buffer for that
-    loop to send it, so answers finished after the signal would never leave (a
-    MultiSocketServer even closes every connection first). One client that cannot take
-    its answer (a full window, a reset) holds back no other: the loop serves them all."""
-    socket_map = _socket_map(server)
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            wasyncore.loop(timeout=server.adj.asyncore_loop_timeout, map=socket_map,
-                           use_poll=True)
-    except Exception as exc:  # never a silent exit: say why, answer what is in flight
-        log.critical("waitress's I/O loop failed; stopping", exc_info=True)
-        failed: Exception | None = exc
-    else:
-        failed = None
-    _drain(server, socket_map, grace)
-    if failed is not None:
-        raise SystemExit(f"plant-store: error: the server's I/O loop failed: {failed!r}")
-
-
-FRESH = 0.5  # seconds after it was accepted that a connection is given to send a request
-
-
-def _drain(server: Server, socket_map: Any, grace: float) -> None:
-    """Take no new connection, close each connection as soon as nothing of its own is in
-    flight (one accepted less than FRESH seconds ago is given that long to send its
-    request: a probe under gunicorn was reset by a worker that ended just after taking
-    it), and keep sending answers, all connections at once, until none is left or
-    ``grace`` seconds have passed; then close every socket of ``socket_map``."""
-    loop = functools.partial(wasyncore.loop, map=socket_map, use_poll=True)
-    for listener in list(socket_map.values()):
-        if isinstance(listener, BaseWSGIServer):
-            listener.accepting = False  # unaccepted connections are reset at exit
-    until = time.monotonic() + grace
-    while time.monotonic() < until:
-        busy = False
-        for channel in list(socket_map.values()):
-            if not isinstance(channel, HTTPChannel):
-                continue
-            # A request's task pops it only once its answer is all in the buffer.
-            if channel.requests or channel.total_outbufs_len:
-                busy = True
-            elif time.time() - channel.creation_time < FRESH:
-                busy = True  # accepted a moment ago: its request is on its way
-            else:  # idle, or mid-way through receiving a request that nothing ran yet
-                channel.handle_close()
-        if not busy:
-            break
-        loop(timeout=0.05, count=1)
-    server.task_dispatcher.shutdown(timeout=1)  # past the grace: what is left is dropped
-    wasyncore.close_all(socket_map)
-
-
-class _QueueLog:
-    """waitress warns "Task queue depth is N" for every request that finds every thread
-    busy: under load nearly every request, each line formatted and written by waitress's
-    I/O thread, the one that reads every request (a tenth of a loaded PostgreSQL instance's
-    creates/s, measured). The warning stays, at most once per QUEUE_WARNING_EVERY seconds,
-    saying how many were held back."""
-
-    def __init__(self) -> None:
-        self._throttle = Throttle(QUEUE_WARNING_EVERY)
-
-    def warning(self, message: str, *args: object) -> None:
-        self._throttle.log(queue_logger, logging.WARNING, message, *args)
-
-
-class LaneDispatcher(ThreadedTaskDispatcher):
-    """waitress's pool of ``threads``, plus ``lane_threads`` of their own for the GET and
-    HEAD requests to ``lane_paths``, which serve nothing else (plant_store.serving.probe_lane).
-    The choice is made per request: waitress hands the channel over again for each
-    pipelined request."""
-
-    def __init__(self, threads: int, lane_paths: Iterable[str], lane_threads: int) -> None:
-        super().__init__()
-        self.queue_logger = _QueueLog()  # type: ignore[assignment]  # waitress calls warning()
-        self.set_thread_count(threads)
-        self._paths = frozenset(lane_paths)
-        self._lane = ThreadedTaskDispatcher()
-        self._lane.set_thread_count(lane_threads)
-
-    def add_task(self, task: Task) -> None:
-        requests = getattr(task, "requests", None)
-        request = requests[0] if requests else None  # a parsed request; maybe a bad one
-        if (getattr(request, "command", None) in ("GET", "HEAD")
-                and getattr(request, "path", None) in self._paths):
-            self._lane.add_task(task)
-        else:
-            super().add_task(task)
-
-    def shutdown(self, cancel_pending: bool = True, timeout: int = 5) -> bool:
-        done = super().shutdown(cancel_pending, timeout)
-        self._lane.shutdown(cancel_pending, 1)
-        return done
 
 
 def _message(error: Error, adj: Adjustments) -> str:

@@ -16,8 +16,7 @@ import abc
 from collections.abc import Iterator, Sequence
 
 from plant_store.events import Events
-from plant_store.stores.preconditions import Preconditions
-from plant_store.stores.records import Delivery, Plant, Versioned
+from plant_store.stores.records import Delivery, Plant, Preconditions, Versioned
 
 
 class StoreError(Exception):

@@ -27,11 +27,9 @@ from plant_store.stores.base import (
     needs_update,
     replay,
 )
-from plant_store.stores.order import CreationOrder
+from plant_store.stores.order import CreationOrder, TagIndex
 from plant_store.stores.outbox import Outbox, deliveries_for
-from plant_store.stores.preconditions import Preconditions
-from plant_store.stores.records import Delivery, Plant, Versioned
-from plant_store.stores.tags import TagIndex
+from plant_store.stores.records import Delivery, Plant, Preconditions, Versioned
 
 
 class MemoryStore(Store):

@@ -16,7 +16,7 @@ from html.parser import HTMLParser
 import pytest
 
 from plant_store import config
-from plant_store.cli import args as cli_args
+from plant_store.cli import program as cli_args
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

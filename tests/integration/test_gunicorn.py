@@ -143,7 +143,7 @@ def test_probes_answer_while_their_port_is_flooded_and_odd_requests_get_the_erro
         tmp_path):
     """Hostile pass: 32 idle connections, or slow senders, shut the probe port (each one a
     thread for good), and every odd request logged a traceback or got an HTML page."""
-    from plant_store.serving import probe_port
+    from plant_store.serving import probes as probe_port
 
     server, probes = hooked(tmp_path, "-w", "1", "--threads", "2")
     with server:

@@ -1,6 +1,6 @@
 """/health and /ready answer at once while every request thread waits, under every server
 the docs offer: waitress queues requests for its threads, uWSGI's threads take connections
-themselves, and a probe must not wait its turn (plant_store.serving.probe_lane, probe_port;
+themselves, and a probe must not wait its turn (plant_store.serving.probes;
 gunicorn's in test_gunicorn.py)."""
 
 import os
@@ -87,7 +87,7 @@ def test_under_uwsgi_on_probe_port(tmp_path):
 def test_waitress_queue_warning_is_throttled(caplog):
     """waitress warns for every task queued behind busy threads: under load nearly every
     request, written by its I/O thread. One line per interval, counting the rest."""
-    from plant_store.serving.probe_lane import ProbeLaneDispatcher
+    from plant_store.serving.probes import ProbeLaneDispatcher
 
     release, served = threading.Event(), []
 

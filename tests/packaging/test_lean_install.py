@@ -31,7 +31,7 @@ def run_without_driver(code, tmp_path):
 ])
 def test_the_postgresql_store_without_its_driver_is_one_line(tmp_path, args):
     done = run_without_driver(
-        f"from plant_store.cli.main import main\nraise SystemExit(main({args!r}))", tmp_path)
+        f"from plant_store.cli import main\nraise SystemExit(main({args!r}))", tmp_path)
     assert (done.returncode, done.stderr) == (2, SAYS)
 
 
@@ -39,7 +39,7 @@ def test_nothing_else_imports_the_driver(tmp_path):
     done = run_without_driver("""
 import sys, webtest
 from plant_store.testing import make_app
-import plant_store.wsgi, plant_store.cli.main, plant_store.serving.server
+import plant_store.wsgi, plant_store.cli.program, plant_store.serving.server
 app = webtest.TestApp(make_app(tokens=["t"]))
 app.post_json("/plants", {"id": 1, "name": "Fern"}, headers={"Authorization": "Bearer t"})
 assert not [m for m in sys.modules if m.startswith("psycopg")]

@@ -21,8 +21,9 @@ import zipfile
 import pytest
 
 from plant_store import config
-from plant_store.cli import args as cli_args
-from plant_store.cli import page_text, reference
+from plant_store.cli import docs as reference
+from plant_store.cli import pages as page_text
+from plant_store.cli import program as cli_args
 from support.pages import faults
 from support.servers import free_port, http_request, wait_answering
 

@@ -252,7 +252,7 @@ def test_export_refuses_to_leave_out_plants_held_back_by_an_open_transaction(
         pg, database_url):
     import io
 
-    from plant_store.cli import transfer
+    from plant_store.cli import plants as transfer
 
     pg.create(Plant(1, "listed"))
     with psycopg.connect(database_url) as other:

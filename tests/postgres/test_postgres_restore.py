@@ -10,8 +10,7 @@ import pytest
 
 from plant_store.stores import PreconditionFailed
 from plant_store.stores.postgres import PostgresStore
-from plant_store.stores.preconditions import Preconditions
-from plant_store.stores.records import Plant
+from plant_store.stores.records import Plant, Preconditions
 
 pytestmark = pytest.mark.slow  # real servers and PostgreSQL: .ci/run runs them after the suite
 

@@ -15,8 +15,7 @@ from plant_store.http.etags import etag
 from plant_store.stores import PreconditionFailed, StoreUnavailable
 from plant_store.stores.postgres import PostgresStore, schema
 from plant_store.stores.postgres import store as pg_store
-from plant_store.stores.preconditions import ANY, Preconditions
-from plant_store.stores.records import Plant
+from plant_store.stores.records import ANY, Plant, Preconditions
 from plant_store.tokens import TokenFile
 from support.pgserver import a_postgres_server
 from support.servers import Server

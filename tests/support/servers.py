@@ -185,7 +185,7 @@ class Server:
         serve = ["serve", "--port", "0", "--data-dir", str(data_dir), *args]
         command = [sys.executable, "-m", "plant_store", *serve]
         if prelude:
-            command = [sys.executable, "-c", f"{prelude}\nfrom plant_store.cli.main import main\n"
+            command = [sys.executable, "-c", f"{prelude}\nfrom plant_store.cli import main\n"
                        f"raise SystemExit(main({serve!r}))"]
         self.proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

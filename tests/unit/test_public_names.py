@@ -45,8 +45,8 @@ def test_the_console_script_names_the_cli_main():
 LOGGERS = {
     "plant_store.serving.server": "plant_store.server",
     "plant_store.serving.lazy_app": "plant_store.lazy_app",
-    "plant_store.serving.probe_port": "plant_store.probe_port",
-    "plant_store.serving.waitress_adapter": "plant_store.waitress_adapter",
+    "plant_store.serving.probes": "plant_store.probe_port",
+    "plant_store.serving.waitress_loop": "plant_store.waitress_adapter",
     "plant_store.webhooks.worker": "plant_store.webhooks",
     "plant_store.webhooks.retry_requests": "plant_store.retry_requests",
     "plant_store.http.errors": "plant_store.errors",

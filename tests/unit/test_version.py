@@ -7,7 +7,8 @@ import pathlib
 import re
 
 from plant_store import __version__
-from plant_store.http.operational import DOCUMENT, READY
+from plant_store.http.operational import DOCUMENT
+from plant_store.http.operational import READY_BODY as READY
 
 ROOT = pathlib.Path(__file__).parents[2]
 # The digest of each released interface (the document, info.version left out): a changed

@@ -38,7 +38,7 @@ from typing import Any, Literal, overload
 import orjson
 
 from plant_store.stores.base import StoreError
-from plant_store.stores.order import CreationOrder
+from plant_store.stores.order import CreationOrder, TagIndex
 from plant_store.stores.outbox import STATES, Outbox
 from plant_store.stores.records import (
     INT64_MAX,
@@ -49,7 +49,6 @@ from plant_store.stores.records import (
     new_plant_json,
     plant_fields,
 )
-from plant_store.stores.tags import TagIndex
 
 
 class CorruptJournal(StoreError):

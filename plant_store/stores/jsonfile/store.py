@@ -40,8 +40,7 @@ from plant_store.stores.base import (
 from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.appendlog import AppendLog
 from plant_store.stores.outbox import deliveries_for
-from plant_store.stores.preconditions import Preconditions
-from plant_store.stores.records import Delivery, Plant, Versioned
+from plant_store.stores.records import Delivery, Plant, Preconditions, Versioned
 from plant_store.util import at_fork, files
 
 log = logging.getLogger("plant_store.stores.jsonfile")  # the name users filter on

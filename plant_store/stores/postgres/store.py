@@ -74,8 +74,7 @@ from plant_store.stores.postgres.writes import BulkImport, Creates, columns
 from plant_store.stores.postgres.writes import delivery as _delivery
 from plant_store.stores.postgres.writes import plant_of as _plant
 from plant_store.stores.postgres.writes import version as _version
-from plant_store.stores.preconditions import Preconditions
-from plant_store.stores.records import Delivery, Plant, Versioned
+from plant_store.stores.records import Delivery, Plant, Preconditions, Versioned
 from plant_store.util.words import counted
 
 log = logging.getLogger(__name__)

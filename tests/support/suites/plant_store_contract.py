@@ -8,8 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plant_store.stores import Conflict, JsonFileStore, PreconditionFailed
-from plant_store.stores.preconditions import ANY, Preconditions
-from plant_store.stores.records import Plant
+from plant_store.stores.records import ANY, Plant, Preconditions
 from support.journals import records
 
 

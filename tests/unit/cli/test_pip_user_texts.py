@@ -18,10 +18,10 @@ import pytest
 
 import plant_store
 from plant_store import config
-from plant_store.cli import args as cli_args
-from plant_store.cli import shipped
-from plant_store.cli.main import main
-from plant_store.http import docs_page
+from plant_store.cli import main
+from plant_store.cli import pages as shipped
+from plant_store.cli import program as cli_args
+from plant_store.http import operational as docs_page
 from plant_store.stores import StoreError, needs_driver
 
 PACKAGE = pathlib.Path(plant_store.__file__).parent
@@ -68,7 +68,7 @@ def test_every_page_a_text_names_opens_and_every_example_prints():
     """Issue 46: help texts and errors sent pip users to pages they did not have. Each
     page a help text, a string of the package or the OpenAPI document names, by the
     command that prints it, is there; so is each example configuration."""
-    from plant_store.cli import shipped
+    from plant_store.cli import pages as shipped
 
     texts = [*every_help(), (PACKAGE / "http" / "openapi.json").read_text()]
     for path in PACKAGE.rglob("*.py"):

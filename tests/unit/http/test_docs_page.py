@@ -7,7 +7,7 @@ import pytest
 import webtest
 
 from plant_store.app import create_app
-from plant_store.http.docs_page import ASSET_CACHING, ASSETS
+from plant_store.http.operational import ASSET_CACHING, ASSETS
 from plant_store.stores import MemoryStore
 from support.assertions import assert_error
 from support.openapi import DOCUMENT

@@ -10,8 +10,8 @@ import webtest
 
 from plant_store.app import create_app
 from plant_store.config import Config, ConfigError, load
-from plant_store.http.https import MESSAGE
-from plant_store.serving import clear_text
+from plant_store.http.middleware import MESSAGE
+from plant_store.serving import server as clear_text
 from plant_store.serving.server_quirks import undo_server_scheme
 from plant_store.stores import MemoryStore
 from plant_store.util.loopback import clear_text_urls, is_loopback

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from plant_store import metrics
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.http.rate_limit import Buckets
+from plant_store.http.middleware import Buckets
 from plant_store.metrics import for_config
 from plant_store.stores import MemoryStore
 from plant_store.tokens import StaticTokens

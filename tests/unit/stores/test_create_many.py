@@ -10,7 +10,7 @@ import io
 import orjson
 import pytest
 
-from plant_store.cli import transfer
+from plant_store.cli import plants as transfer
 from plant_store.stores import BatchConflict, JsonFileStore, StoreUnavailable
 from plant_store.stores.records import Plant
 from support.faulty_stores import FaultyStore

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from plant_store.cli import transfer
+from plant_store.cli import plants as transfer
 from plant_store.stores import (
     Conflict,
     JsonFileStore,
@@ -19,8 +19,7 @@ from plant_store.stores import (
 )
 from plant_store.stores.jsonfile import journal
 from plant_store.stores.jsonfile.journal import CorruptJournal
-from plant_store.stores.preconditions import ANY, Preconditions
-from plant_store.stores.records import Plant
+from plant_store.stores.records import ANY, Plant, Preconditions
 from support.faulty_stores import FaultyStore
 from support.journals import records
 from support.threads import blocked_in

@@ -19,11 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plant_store.cli import transfer
+from plant_store.cli import plants as transfer
 from plant_store.stores import JsonFileStore, MemoryStore, PreconditionFailed
 from plant_store.stores.jsonfile.store import DATA_FILE
-from plant_store.stores.preconditions import Preconditions
-from plant_store.stores.records import Plant
+from plant_store.stores.records import Plant, Preconditions
 from support.suites.plant_store_contract import REQUEST, History
 
 

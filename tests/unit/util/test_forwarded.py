@@ -10,7 +10,8 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from plant_store.app import create_app
 from plant_store.config import Config
-from plant_store.http import access_log, docs_page
+from plant_store.http import access_log
+from plant_store.http import operational as docs_page
 from plant_store.stores import MemoryStore
 from plant_store.util.forwarded import ForwardedHeaders
 from support.addresses import CLIENT

@@ -7,8 +7,8 @@ from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from plant_store.cli import transfer
-from plant_store.cli.main import main
+from plant_store.cli import main
+from plant_store.cli import plants as transfer
 from plant_store.stores import JsonFileStore, MemoryStore
 from plant_store.stores.records import Plant
 

@@ -1,16 +1,24 @@
-"""A page of the documentation as ``plant-store docs PAGE`` prints it: the site's page for a
-terminal. The page's reStructuredText is rendered as plain text, for the directives and
+"""The documentation's pages and the example configurations as a pip user has them, and
+each page as ``plant-store docs PAGE`` prints it.
+
+A wheel carries them (``setup.py`` copies ``docs/`` and ``conf/`` into the package as it
+builds: ``plant_store/shipped/``); a clone, or an editable install, reads the same files
+where they live. ``plant-store docs PAGE`` prints a page, ``plant-store config example
+NAME`` an example, so every page a help text or an error names opens without the clone.
+
+A page as ``plant-store docs PAGE`` prints it (:func:`text`) is the site's page for a
+terminal: its reStructuredText is rendered as plain text, for the directives and
 roles the pages use, and nothing is left for the reader to resolve:
 
 - ``.. include:: _generated/NAME`` is the generated reference (settings, HTTP interface,
-  command line), made by the functions that make the site's (``plant_store.cli.reference``);
+  command line), made by the functions that make the site's (:mod:`plant_store.cli.docs`);
 - ``.. literalinclude::`` is the example file, which ships beside the pages, indented;
 - ``.. code-block::`` and ``::`` blocks are indented text; ``.. list-table::`` is a list of
   rows; ``.. toctree::`` lists the pages with the command that prints each; ``.. contents::``
   and comments are dropped;
 - ``:doc:`NAME``` is the page's title and the command that prints it; ``:class:`` and other roles
   their text; double-backquoted literals and links their words (a link's address after it);
-- a file only a clone has (``shipped.CLONE_FOLDERS``, ``shipped.CLONE_FILES``) is marked
+- a file only a clone has (:data:`CLONE_FOLDERS`, :data:`CLONE_FILES`) is marked
   "in a clone", with the command that prints it when there is one, unless its paragraph
   says so already.
 
@@ -19,14 +27,105 @@ contract and the seed) read as they are.
 """
 
 import functools
+import importlib.resources
+import pathlib
 import re
 import textwrap
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from plant_store.cli import shipped
+if TYPE_CHECKING:  # importlib.resources.abc from 3.11 on; importlib.abc's is deprecated
+    from importlib.abc import Traversable
+
+_SHIPPED = importlib.resources.files("plant_store").joinpath("shipped")
+_CLONE = pathlib.Path(__file__).resolve().parents[2]
+# An example's name for ``config example NAME``: its file in conf/.
+EXAMPLES = {
+    "nginx": "nginx.conf.example",
+    "apache": "apache-plant-store.conf.example",
+    "caddy": "Caddyfile.example",
+    "caddy-strip-prefix": "Caddyfile-strip-prefix.example",
+    "haproxy": "haproxy.cfg.example",
+    "systemd": "plant-store.service.example",
+    "systemd-gunicorn": "plant-store-gunicorn.service.example",
+}
+# What a clone has and the wheel does not, at the clone's top level: a page that names one of
+# these says where it is (``plant-store docs`` marks it "in a clone").
+CLONE_FOLDERS = (".ci", "bench", "conf", "docs", "tests")
+CLONE_FILES = ("README.rst", "CHANGELOG.rst", "Containerfile", ".containerignore", ".gitignore",
+               "setup.py",
+               "setup.cfg", "MANIFEST.in", "pyproject.toml", "ruff.toml")
+
+
+def _folder(name: str) -> "Traversable":
+    """The wheel's copy of ``name`` (docs or conf), else the clone's."""
+    shipped = _SHIPPED.joinpath(name)
+    return shipped if shipped.is_dir() else _CLONE / name
+
+
+def pages() -> dict[str, str]:
+    """Every page by name (its file without the suffix), with its title."""
+    found = {}
+    for entry in _folder("docs").iterdir():
+        stem, _, suffix = entry.name.rpartition(".")
+        if suffix in ("rst", "md") and entry.is_file():
+            found[stem] = _title(entry.read_text("utf-8"))
+    return dict(sorted(found.items()))
+
+
+def page(name: str) -> str:
+    """The source of the page ``name``, one of :func:`pages`; KeyError when there is none.
+
+    ``name`` is matched against the names of the files in the docs folder, never joined
+    onto its path: a path (``../x``, ``/etc/x``) names no page, so only a page that ships
+    is ever read."""
+    return _page_file(name).read_text("utf-8")
+
+
+def is_markdown(name: str) -> bool:
+    """Whether the page ``name`` is Markdown (the contract and the seed), not RST."""
+    return _page_file(name).name.endswith(".md")
+
+
+def _page_file(name: str) -> "Traversable":
+    for entry in _folder("docs").iterdir():
+        if entry.name in (f"{name}.rst", f"{name}.md") and entry.is_file():
+            return entry
+    raise KeyError(name)
+
+
+def docs_file(relative: str) -> str:
+    """A file a page includes (``examples/host_app.py``), by its path from the docs folder,
+    as the page names it; the wheel carries the examples beside the pages."""
+    found = _folder("docs")
+    for part in relative.split("/"):
+        if part in ("", ".", ".."):
+            raise KeyError(relative)
+        found = found.joinpath(part)
+    text: str = found.read_text("utf-8")
+    return text
+
+
+def example(name: str) -> str:
+    """The example configuration ``name`` (of :data:`EXAMPLES`)."""
+    text: str = _folder("conf").joinpath(EXAMPLES[name]).read_text("utf-8")
+    return text
+
+
+def _title(text: str) -> str:
+    """A page's first heading: an RST title (underlined) or a Markdown '# ' line."""
+    lines = text.splitlines()
+    for at, line in enumerate(lines):
+        if line.startswith("# "):
+            return line[2:].strip()
+        if (at + 1 < len(lines) and line.strip() and lines[at + 1].strip()
+                and set(lines[at + 1].strip()) <= set("=-~#*") and not line.startswith("..")):
+            return line.strip()
+    return ""
+
 
 # The generated pages by the name a page includes them by (``_generated/NAME``), each made
-# when included: ``plant_store.cli.reference.generated(parser)``.
+# when included: ``plant_store.cli.docs.generated(parser)``.
 Generated = Mapping[str, Callable[[], str]]
 
 WIDTH = 88
@@ -42,17 +141,17 @@ ITEM = re.compile(r"^ *(?:[-*+] |\d+\. |#\. )")
 
 
 def text(name: str, generated: Generated) -> str:
-    """The page ``name`` (one of ``shipped.pages()``) as a terminal shows it; KeyError when
+    """The page ``name`` (one of ``pages()``) as a terminal shows it; KeyError when
     there is none."""
-    source = shipped.page(name)
-    if shipped.is_markdown(name):
+    source = page(name)
+    if is_markdown(name):
         return source
     return render(source, generated)
 
 
 @functools.cache
 def _titles() -> dict[str, str]:
-    return shipped.pages()
+    return pages()
 
 
 def render(source: str, generated: Generated) -> str:
@@ -159,11 +258,11 @@ def _directive(name: str, arg: str, body: list[str], indent: int, line: str,
     options, content = _options(body)
     if name == "include":
         made = arg.removeprefix("_generated/")
-        source = generated[made]() if made != arg else shipped.docs_file(arg)
+        source = generated[made]() if made != arg else docs_file(arg)
         return [pad + part if part else "" for part in render(source, generated).split("\n")]
     if name == "literalinclude":
         return [pad + "    " + part if part.strip() else ""
-                for part in shipped.docs_file(arg).rstrip("\n").split("\n")]
+                for part in docs_file(arg).rstrip("\n").split("\n")]
     if name in ("code-block", "code", "sourcecode"):
         return [pad + "    " + part if part.strip() else "" for part in content]
     if name == "list-table":
@@ -259,8 +358,8 @@ def _link(match: re.Match[str]) -> str:
 
 def _where(words: str) -> str:
     top, slash, rest = words.partition("/")
-    if " " in words or not (words in shipped.CLONE_FILES
-                            or (slash and top in shipped.CLONE_FOLDERS)):
+    if " " in words or not (words in CLONE_FILES
+                            or (slash and top in CLONE_FOLDERS)):
         return ""
     command = {"conf": _conf_command, "docs": _docs_command}.get(top, _no_command)(rest)
     return f"in a clone; {command} prints it" if command else "in a clone of the repository"
@@ -273,7 +372,7 @@ def _no_command(name: str) -> str:
 def _conf_command(name: str) -> str:
     if name == "plant-store.ini":
         return "plant-store config example"
-    examples = {file: example for example, file in shipped.EXAMPLES.items()}
+    examples = {file: example for example, file in EXAMPLES.items()}
     return f"plant-store config example {examples[name]}" if name in examples else ""
 
 

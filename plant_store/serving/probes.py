@@ -1,12 +1,27 @@
-"""``/health`` and ``/ready`` on a port of their own (``probe_port``): under
-``plant-store serve``, and in every worker of a pre-fork server (uWSGI, and gunicorn with
-:mod:`plant_store.gunicorn_hooks`).
+"""The probes, ``/health`` and ``/ready``, answered however busy the service is: in a lane
+of threads of their own on the service's port, on a port of their own, and ``/ready``
+told when every request thread of a server that says nothing of it has been held.
 
+**The lane** (:class:`ProbeLaneDispatcher`, under ``plant-store serve``): waitress hands
+each parsed request to one queue served by ``threads`` threads. When every thread waits
+(on a table lock, a database that has gone, each bounded by ``database_timeout``), a probe
+would wait its turn behind the queue, and an orchestrator probing with a 1 s timeout would
+restart a process that is alive, or take a ready one out. So the dispatcher looks at the
+request it is given before queueing it: a probe goes to two threads of its own, which serve
+nothing else; every other request to the pool as before. The choice is made per request
+(waitress re-dispatches a connection for each pipelined request), so a connection that
+sends a probe and then a slow request has the slow one served by the pool. Probes stay
+cheap (``/ready`` waits at most 0.9 s for its answer), so two threads keep up with any
+probing rate an orchestrator uses. How it reaches into waitress is
+:class:`plant_store.serving.waitress_loop.LaneDispatcher`'s.
+
+**The probe port** (``probe_port``): under ``plant-store serve``, and in every worker of a
+pre-fork server (uWSGI, and gunicorn with :mod:`plant_store.gunicorn_hooks`).
 A probe on the service's port waits while every request thread waits (a locked table, a
 database that has gone: gunicorn's threads take requests from one pool, uWSGI's take
 connections themselves), or while clients hold every connection; an orchestrator would
 restart processes that are alive. So the probe port is served by a waitress server of its
-own, on threads nothing else uses (:func:`plant_store.serving.waitress_adapter.serve_in_thread`),
+own, on threads nothing else uses (:func:`plant_store.serving.waitress_loop.serve_in_thread`),
 answering only the two probes through the same app, with the service's defences: a
 request must arrive whole within ``TIMEOUT`` seconds, idle connections are let go at
 the limit, malformed HTTP gets the Error shape. Under gunicorn the master binds the port
@@ -17,25 +32,47 @@ a queue of its own; each uWSGI worker binds it with ``SO_REUSEPORT``.
 Started in each worker after the server forks it (uWSGI's ``postfork``, gunicorn's
 ``post_worker_init``; or at import, in a uWSGI worker, with ``--lazy-apps``), never in
 the master, which must not open the store.
+
+**Busy threads** (:class:`BusyThreads`): how many of a server's request threads are busy,
+and since when, told by the app's calls themselves: for a server that says nothing of it
+(granian), so that the probe port can say "not ready" while every thread has been held for
+a while (a client trickling a body holds a thread with no deadline under granian: the
+hostile pass on issue 42). Invariant: ``started`` holds one entry per call of the app not
+yet returned, keyed by a token of its own, under ``_lock``; the oldest entry's age is how
+long the longest call has run.
 """
 
+import itertools
 import logging
 import socket
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from plant_store.http import errors
-from plant_store.serving import waitress_adapter
-from plant_store.serving.probe_lane import PROBE_THREADS, PROBES
+from plant_store.serving import waitress_loop
+from plant_store.serving.waitress_loop import LaneDispatcher
 
 if TYPE_CHECKING:  # WSGI's types, in typeshed only (wsgiref.types is 3.11's)
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 log = logging.getLogger("plant_store.probe_port")  # the name users filter on
 
+PROBES = ("/health", "/ready")
+PROBE_THREADS = 2
 TIMEOUT = 2  # seconds a probe's request may take to arrive, and its answer to be taken
 CONNECTIONS = 1000  # held at once; at the limit, those idle a second are let go
+
+
+class ProbeLaneDispatcher(LaneDispatcher):
+    """The request pool, plus a lane of :data:`PROBE_THREADS` threads for the probes."""
+
+    def __init__(self, threads: int, prefix: str = "") -> None:
+        # The app serves a probe's path with or without the prefix.
+        super().__init__(threads, {*PROBES, *(prefix + path for path in PROBES)},
+                         PROBE_THREADS)
 
 
 def listen(host: str, port: int, reuse_port: bool = False) -> socket.socket:
@@ -48,7 +85,7 @@ def listen(host: str, port: int, reuse_port: bool = False) -> socket.socket:
 
 
 def serve(app: Callable[..., Iterable[bytes]], listener: socket.socket,
-          unready: Callable[[], str | None] = lambda: None) -> waitress_adapter.Background:
+          unready: Callable[[], str | None] = lambda: None) -> waitress_loop.Background:
     """Answer the probes of ``app`` on ``listener`` from threads of their own; stop with
     the result's ``stop()``. ``unready()``: why the server cannot take clients now (every
     connection held, say), or None; ``/ready`` answers 503 with it before asking the
@@ -67,7 +104,7 @@ def serve(app: Callable[..., Iterable[bytes]], listener: socket.socket,
             return _error(start_response, "503 Service Unavailable", reason)
         return app(environ, start_response)
 
-    return waitress_adapter.serve_in_thread(
+    return waitress_loop.serve_in_thread(
         probes_only, listener, threads=PROBE_THREADS, request_timeout=TIMEOUT,
         connection_limit=CONNECTIONS, channel_timeout=10)
 
@@ -103,3 +140,45 @@ def in_uwsgi_workers(app: Callable[..., Iterable[bytes]], host: str, port: int) 
         start()
     else:
         postfork(start)
+
+
+BUSY_FOR = 1.0  # seconds every thread must have been busy before /ready says so
+
+
+class BusyThreads:
+    """A WSGI app that counts its calls in flight (``app``), and :meth:`unready`."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], threads: int) -> None:
+        self._app, self._threads = app, threads
+        self._lock = threading.Lock()
+        self._tokens = itertools.count()
+        self.started: dict[int, float] = {}
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]
+                 ) -> Iterable[bytes]:
+        token = next(self._tokens)
+        with self._lock:
+            self.started[token] = time.monotonic()
+        try:
+            return self._app(environ, start_response)  # the app answers with one bytes body
+        finally:
+            with self._lock:
+                del self.started[token]
+
+    def running(self) -> tuple[list[float], bool]:
+        """Seconds each call in flight has run, and whether every thread is busy."""
+        now = time.monotonic()
+        with self._lock:
+            ages = [now - started for started in self.started.values()]
+        return ages, len(ages) >= self._threads
+
+    def unready(self) -> str | None:
+        """Why new requests wait (every thread busy for BUSY_FOR s or more), or None."""
+        with self._lock:
+            if len(self.started) < self._threads:
+                return None
+            oldest = min(self.started.values())
+        if time.monotonic() - oldest < BUSY_FOR:
+            return None
+        return (f"Every request thread ({self._threads}) has been busy for {BUSY_FOR:g} s "
+                "or more: new requests wait for one.")

@@ -8,9 +8,11 @@ import json
 import re
 
 from plant_store import config
-from plant_store.cli import args as cli_args
-from plant_store.cli import page_text, reference, shipped
-from plant_store.cli.main import main
+from plant_store.cli import docs as reference
+from plant_store.cli import main
+from plant_store.cli import pages as page_text
+from plant_store.cli import pages as shipped
+from plant_store.cli import program as cli_args
 from support.pages import clone_entries, faults
 from support.paths import ROOT
 

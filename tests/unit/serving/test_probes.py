@@ -1,17 +1,17 @@
-"""serving/busy_threads.py: the calls in flight counted, /ready's reason only once every
+"""serving/probes.py, its busy threads: the calls in flight counted, /ready's reason only once every
 thread has been busy BUSY_FOR seconds, and a call that raises still counted out."""
 
 import threading
 
 import pytest
 
-from plant_store.serving import busy_threads
-from plant_store.serving.busy_threads import BusyThreads
+from plant_store.serving import probes
+from plant_store.serving.probes import BusyThreads
 
 
 def test_unready_only_when_every_thread_is_held_long_enough(monkeypatch):
     now = [100.0]
-    monkeypatch.setattr(busy_threads.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(probes.time, "monotonic", lambda: now[0])
     release, entered = threading.Event(), threading.Barrier(3)
 
     def app(environ, start_response):
@@ -25,7 +25,7 @@ def test_unready_only_when_every_thread_is_held_long_enough(monkeypatch):
         caller.start()
     entered.wait(5)
     assert len(busy.started) == 2 and busy.unready() is None  # not yet a second
-    now[0] += busy_threads.BUSY_FOR
+    now[0] += probes.BUSY_FOR
     assert "Every request thread (2)" in busy.unready()
     release.set()
     for caller in callers:

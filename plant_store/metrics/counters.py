@@ -5,9 +5,10 @@ scrape of ``GET /metrics`` reads.
 access log timed and the lines it had to drop, the token check's refusals, the plant
 resources' 503s and their causes, the webhook worker's attempts; the store's durable
 writes and compactions come through :class:`StoreTimings`, its events, given to it when it
-opens (before the metrics, which read the store). The per-request step is a dict lookup of
-the label set's children and two lock-guarded additions: label values are looked up once
-per (route, method, status), not per request.
+opens (before the metrics, which read the store). The per-request step, in one process, is
+a deque append of the request's raw fields, counted in batches (:class:`_Batch`); with
+several processes, a dict lookup of the label set's children and two additions to the
+files. Label values are looked up once per (route, method, status), not per request.
 
 Labels stay bounded: the route is the template (``/plants/{plant_id}``), or the template
 the router would have chosen for a request refused before routing (a 401), or ``unmatched``;

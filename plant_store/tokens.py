@@ -124,7 +124,9 @@ class TokenFile:
         it is remembered until the file changes, and then costs one dict lookup (whose
         timing depends on a keyed hash of the token, not on how much of it is right).
         """
-        self._refresh()
+        now = self._clock()
+        if now >= self._next_check:  # the test here, not in a call: once a second it passes
+            self._refresh(now)
         hashes, known = self._current
         label = known.get(token)
         if label is not None:
@@ -137,10 +139,7 @@ class TokenFile:
             known[token] = label
         return label
 
-    def _refresh(self) -> None:
-        now = self._clock()
-        if now < self._next_check:
-            return
+    def _refresh(self, now: float) -> None:
         with self._lock:
             if now < self._next_check:  # another thread reloaded while we waited
                 return
@@ -169,7 +168,7 @@ class TokenFile:
     def problem(self) -> str | None:
         """Why every token is refused now (the file cannot be read), or None: what
         ``/ready`` says, since a server that refuses every client is not ready."""
-        self._refresh()
+        self._refresh(self._clock())  # at most once a recheck, as verify
         return self._problem
 
     # The operator's side.

@@ -5,9 +5,10 @@ scrape of ``GET /metrics`` reads.
 access log timed and the lines it had to drop, the token check's refusals, the plant
 resources' 503s and their causes, the webhook worker's attempts; the store's durable
 writes and compactions come through :class:`StoreTimings`, its events, given to it when it
-opens (before the metrics, which read the store). The per-request step is a dict lookup of
-the label set's children and two lock-guarded additions: label values are looked up once
-per (route, method, status), not per request.
+opens (before the metrics, which read the store). The per-request step, in one process, is
+a deque append of the request's raw fields, counted in batches (:class:`_Batch`); with
+several processes, a dict lookup of the label set's children and two additions to the
+files. Label values are looked up once per (route, method, status), not per request.
 
 Labels stay bounded: the route is the template (``/plants/{plant_id}``), or the template
 the router would have chosen for a request refused before routing (a 401), or ``unmatched``;
@@ -24,7 +25,7 @@ stale when it ends. See :mod:`plant_store.serving.gunicorn_hooks` for making the
 """
 
 import collections
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import falcon
@@ -158,25 +159,36 @@ class Metrics(Events):
 
     def request(self, req: falcon.Request, resp: falcon.Response, seconds: float) -> None:
         """Count one answered request (the access log's step, on every request): in one
-        process, only noted here and counted in batches (see :class:`_Batch`)."""
-        method = req.method
+        process, only its raw fields noted here, and counted in batches (:class:`_Batch`)."""
+        batch = self._batch
+        if batch is not None:
+            noted = batch.noted
+            noted.append((req.uri_template, req.method, resp.status, req.path, seconds))
+            if len(noted) >= batch.SIZE:
+                batch.count(self._children_for)
+            return
+        # Several processes: each count must reach the files now.
+        children = self._children_for(req.uri_template, req.method, resp.status, req.path)
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def _children_for(self, route: str | None, method: str, status: object,
+                      path: str) -> tuple[Any, ...]:
+        """The (requests counter, latency histogram) children of a request's label set:
+        looked up once per (route, method, status), not per request."""
         if method not in METHODS:
             method = "OTHER"
-        key = (req.uri_template, method, resp.status)
+        key = (route, method, status)
         children = self._children.get(key)
         if children is None:
-            children = self._children_of(req, method, resp.status)
-        if self._batch is None:  # several processes: each count must reach the files now
-            children[0].inc()
-            children[1].observe(seconds)
-        else:
-            self._batch.note(children, seconds)
+            children = self._children_of(route, path, method, status)
+        return children
 
-    def _children_of(self, req: falcon.Request, method: str, status: object) -> tuple[Any, ...]:
-        route = req.uri_template
+    def _children_of(self, route: str | None, path: str, method: str,
+                     status: object) -> tuple[Any, ...]:
         cached = route is not None  # routes are few: bounded; unrouted paths are not
         if route is None:  # refused before routing (401), or no route (404)
-            route = self._route_of(req.path)
+            route = self._route_of(path)
         children = (self._requests.labels(route, method,
                                           str(falcon.http_status_to_code(status))),
                     self._latency.labels(route, method))
@@ -215,7 +227,7 @@ class Metrics(Events):
     def exposition(self) -> bytes:
         """The Prometheus text of a scrape: this process's counts, or every worker's."""
         if self._batch is not None:
-            self._batch.count()
+            self._batch.count(self._children_for)
         if self._multiprocess_dir is None:
             return generate_latest(self.registry)
         registry = CollectorRegistry(auto_describe=False)
@@ -229,42 +241,44 @@ class _Batch:
     """Requests noted but not yet counted, in a process that is the only reader of its
     counts: the client's ``inc`` and ``observe`` cost about 1 us a request (``observe``
     0.7 of it, a Python loop over the buckets and two lock-guarded additions); noting
-    costs a deque append, and counting a batch costs one ``inc`` per label set, and per
-    histogram one addition to its sum and one to each bucket that was hit, the buckets
-    found by bisection (:func:`_observe_all`).
+    costs a deque append of the request's raw fields (route template, method, status,
+    path, seconds), and counting a batch costs one label lookup per distinct
+    (route, method, status), one ``inc`` per label set, and per histogram one addition to
+    its sum and one to each bucket that was hit, the buckets found by bisection
+    (:func:`~plant_store.metrics.prometheus_adapter.observe_all`).
 
     Invariants: every noted request is counted exactly once, by whichever thread drains it
     (``deque.popleft`` hands each entry to one thread); a scrape drains first, so it counts
-    every request answered before it; at most ``SIZE`` requests wait.
+    every request answered before it; at most ``SIZE`` requests wait (a few more, one per
+    thread racing past the check).
     """
 
     SIZE = 256
 
     def __init__(self) -> None:
-        self._noted: collections.deque[tuple[tuple[Any, ...], float]] = collections.deque()
+        self.noted: collections.deque[tuple[Any, ...]] = collections.deque()
 
-    def note(self, children: tuple[Any, ...], seconds: float) -> None:
-        self._noted.append((children, seconds))
-        if len(self._noted) >= self.SIZE:
-            self.count()
-
-    def count(self) -> None:
-        counts: dict[Any, int] = {}  # counter -> requests
-        observed: dict[Any, list[float]] = {}  # histogram -> its requests' seconds
-        noted = self._noted
+    def count(self, children_for: Callable[..., tuple[Any, ...]]) -> None:
+        """Count every request noted so far; ``children_for(route, method, status,
+        path)``: the (counter, histogram) children of its label set."""
+        seen: dict[tuple[Any, ...], list[float]] = {}  # label set (and path) -> seconds
+        noted = self.noted
         while True:
-            try:
-                (counter, histogram), seconds = noted.popleft()
+            try:  # each entry to one thread, however many drain at once
+                route, method, status, path, seconds = noted.popleft()
             except IndexError:
                 break
-            counts[counter] = counts.get(counter, 0) + 1
-            times = observed.get(histogram)
+            key = (route, method, status, path if route is None else "")
+            times = seen.get(key)
             if times is None:
-                observed[histogram] = [seconds]
+                seen[key] = [seconds]
             else:
                 times.append(seconds)
-        for counter, count in counts.items():
-            counter.inc(count)
+        observed: dict[Any, list[float]] = {}  # histogram -> its requests' seconds
+        for key, times in seen.items():
+            counter, histogram = children_for(*key)
+            counter.inc(len(times))
+            observed.setdefault(histogram, []).extend(times)
         for histogram, times in observed.items():
             prometheus_adapter.observe_all(histogram, times)
 

@@ -11,9 +11,10 @@ it. Relied on, as read in prometheus_client 0.26.0:
   help_text)``: the key a sample is kept under there;
 - and, public but undocumented, ``MultiProcessCollector.merge(paths, accumulate=False)``:
   the files' samples summed, histogram buckets raw (not cumulative), as a worker writes them;
-- a histogram child's ``_upper_bounds``, ``_buckets`` (a counter value per bucket, not
-  cumulative) and ``_sum``: a batch of requests' latencies counted in one addition per
-  bucket hit (:func:`observe_all`), 0.73 us a request less than ``observe`` each;
+- a histogram child's ``_upper_bounds`` (ending in +Inf), ``_buckets`` (a counter value
+  per bucket, not cumulative) and ``_sum``: a batch of requests' latencies counted in one
+  addition per bucket hit (:func:`observe_all`), 0.8 us a request less than ``observe``
+  each;
 - ``prometheus_client.values.ValueClass``, ``MutexValue`` and ``MultiProcessValue()``: the
   client chooses how every metric made from then on keeps its values when it is first
   imported, by ``PROMETHEUS_MULTIPROC_DIR``; a worker forked from a master that imported
@@ -49,24 +50,34 @@ def merge(paths: Iterable[str], into: str) -> None:
 def observe_all(histogram: Any, amounts: list[float]) -> None:
     """``histogram.observe(amount)`` for each of ``amounts``, in one addition per bucket hit
     and one to the sum: the bucket of an amount is the first whose upper bound is at least
-    it (``observe``'s ``amount <= bound``), which ``bisect_left`` finds. Through the
-    client's attributes of a histogram child (``_upper_bounds``, ``_buckets``, ``_sum``),
-    read in prometheus_client 0.26.0; without them, each amount is observed.
-    tests/unit/metrics/test_counters.py (batched counting against the client's one at a
-    time) and tests/unit/test_library_pins.py check that both ways give the same
-    exposition."""
+    it (``observe``'s ``amount <= bound``), so with the amounts sorted a bucket's are a run
+    of them, found by one bisection per bucket (C loops: 37 ns an amount in batches of 256,
+    against 103 for a ``bisect_left`` per amount). Through the client's attributes of a
+    histogram child (``_upper_bounds``, ``_buckets``, ``_sum``), read in prometheus_client
+    0.26.0; without them, each amount is observed. tests/unit/metrics/
+    test_prometheus_adapter.py and tests/unit/test_library_pins.py check that both ways
+    give the same exposition."""
     try:
         bounds, buckets, total = histogram._upper_bounds, histogram._buckets, histogram._sum
     except AttributeError:  # another client's layout: the public way
         for amount in amounts:
             histogram.observe(amount)
         return
-    hits: dict[int, int] = {}
-    for amount in amounts:
-        at = bisect.bisect_left(bounds, amount)
-        if amount <= bounds[at]:  # always, but for a NaN, which observe puts in no bucket
-            hits[at] = hits.get(at, 0) + 1
-    total.inc(math.fsum(amounts))
+    summed = math.fsum(amounts)
+    hits: dict[int, int] = {}  # bucket -> amounts in it
+    if summed == summed:  # no NaN among them: sorted, each bucket's are a run of them
+        ordered, below = sorted(amounts), 0
+        for at, bound in enumerate(bounds):
+            upto = bisect.bisect_right(ordered, bound, below)  # the amounts <= bound
+            if upto > below:
+                hits[at] = upto - below
+                below = upto
+    else:  # a NaN, which observe puts in no bucket (the sum is NaN either way)
+        for amount in amounts:
+            at = bisect.bisect_left(bounds, amount)
+            if amount <= bounds[at]:
+                hits[at] = hits.get(at, 0) + 1
+    total.inc(summed)
     for at, count in hits.items():
         buckets[at].inc(count)
 

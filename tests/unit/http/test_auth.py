@@ -2,8 +2,13 @@
 
 import json
 
+import falcon
+import falcon.testing
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from plant_store.http.auth import BearerAuth, presented
 from support.assertions import assert_error
 
 BODY = json.dumps({"id": 1, "name": "Monstera"})
@@ -64,3 +69,40 @@ def test_unknown_paths_need_a_token_too(app):
     """No route's existence is revealed to a client without a token."""
     app.extra_environ = {}
     assert_error(app.get("/anything", status="*"), 401)
+
+
+class _Seen:
+    """Tokens that remember what they were asked to verify, and accept it."""
+
+    def __init__(self):
+        self.asked = []
+
+    def verify(self, token):
+        self.asked.append(token)
+        return "label"
+
+
+HEADERS = st.one_of(
+    st.text(st.sampled_from("Bearer bearer\t\x0b\x1c\x85\xa0 xyz=.-"), max_size=20),
+    st.builds(lambda scheme, gap, token, tail: scheme + gap + token + tail,
+              st.sampled_from(["Bearer", "bearer", "BEARER", "Basic", " Bearer", "Bearer\t"]),
+              st.sampled_from(["", " ", "  ", " \t ", "\x85"]),
+              st.text(max_size=12),
+              st.sampled_from(["", " ", "\t", "\n", "\xa0"])))
+
+
+@settings(max_examples=500)
+@given(HEADERS)
+def test_the_usual_headers_token_is_the_one_presented_reads(header):
+    """BearerAuth reads ``Bearer <token>`` itself: the token verified, or the 401, is the
+    one :func:`presented` gives for any header."""
+    tokens = _Seen()
+    auth = BearerAuth(tokens, frozenset())
+    req = falcon.testing.create_req(path="/plants", method="POST")
+    req.env["HTTP_AUTHORIZATION"] = header
+    try:
+        auth.process_request(req, falcon.Response())
+    except falcon.HTTPUnauthorized:
+        assert presented(header) is None
+    else:
+        assert tokens.asked == [presented(header)]

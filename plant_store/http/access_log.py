@@ -12,7 +12,7 @@ only at ``log_level = debug``.
 
 At most ``MAX_PENDING`` lines wait for the flusher (a few more, one per thread racing
 past the check): while their destination does not take them (a host's handler on a
-stderr nobody reads), further lines are dropped, counted by ``on_dropped`` (the metrics),
+stderr nobody reads), further lines are dropped, counted by the events' ``dropped`` (the metrics),
 and one warning says how many once a flush gets through. Lines that a
 :class:`~plant_store.logs.LineQueue` refuses (``plant-store serve``'s stderr, stalled) are
 counted the same way; the queue marks the gap in the log itself, and never makes the
@@ -36,12 +36,12 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable
 from typing import Any, TextIO
 
 import falcon
 import orjson
 
+from plant_store.events import Events
 from plant_store.http.request_id import RequestId
 from plant_store.logs import (
     DRAIN_TIMEOUT,
@@ -69,11 +69,10 @@ class AccessLog:
     def __init__(
         self, stream: TextIO | None, log_level: str, quiet_paths: frozenset[str],
         quiet_prefixes: tuple[str, ...] = (), log_format: str = "text",
-        on_response: Callable[[falcon.Request, falcon.Response, float], None] | None = None,
-        on_dropped: Callable[[int], None] | None = None, max_pending: int = MAX_PENDING,
+        events: Events | None = None, max_pending: int = MAX_PENDING,
     ) -> None:
-        """``on_response(req, resp, seconds)``: told every request's time, logged or not
-        (the metrics count them); ``on_dropped(lines)``: told of access lines dropped."""
+        """``events``: told every request's time, logged or not (``request``: the metrics
+        count them), and of access lines dropped (``dropped``)."""
         self._json = log_format == "json"
         self._ids = RequestId()
         self._stream = stream
@@ -81,7 +80,7 @@ class AccessLog:
         self._max_pending = max_pending
         self._dropped = 0  # lines dropped since the last flush, for want of room
         self._dropped_lock = threading.Lock()
-        self._on_dropped = on_dropped
+        self._events = events if events is not None else Events()
         self._lock = threading.Lock()  # one flush at a time, so lines keep their order
         _live.add(self)
         _start_flusher()
@@ -90,7 +89,6 @@ class AccessLog:
         self._debug = rank == 0
         self._quiet = quiet_paths
         self._quiet_prefixes = quiet_prefixes
-        self._on_response = on_response
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.request_id = self._ids.assign(req, resp)
@@ -100,8 +98,7 @@ class AccessLog:
         self, req: falcon.Request, resp: falcon.Response, resource: object, succeeded: bool
     ) -> None:
         elapsed = time.perf_counter() - req.context.started
-        if self._on_response is not None:
-            self._on_response(req, resp, elapsed)
+        self._events.request(req, resp, elapsed)
         # Probes are quiet, unless refused: a 401 there is someone guessing tokens.
         if (req.path in self._quiet or req.path.startswith(self._quiet_prefixes)) and (
                 falcon.http_status_to_code(resp.status) < 400):
@@ -208,9 +205,8 @@ class AccessLog:
             self._count_dropped(len(lines))
 
     def _count_dropped(self, lines: int) -> None:
-        if self._on_dropped is not None:
-            with contextlib.suppress(Exception):  # the flusher outlives a failing count
-                self._on_dropped(lines)
+        with contextlib.suppress(Exception):  # the flusher outlives a failing count
+            self._events.dropped(lines)
 
     def _emit(self, entry: tuple[Any, ...]) -> None:
         """One line as a LogRecord, made at the request's time, through the logger."""

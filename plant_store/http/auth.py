@@ -7,6 +7,8 @@ from typing import Protocol
 
 import falcon
 
+from plant_store.events import Events
+
 
 class Tokens(Protocol):
     """Where valid tokens are known: :class:`~plant_store.tokens.TokenFile`,
@@ -42,14 +44,14 @@ class BearerAuth:
 
     def __init__(self, tokens: Tokens, public_paths: frozenset[str],
                  public_prefixes: tuple[str, ...] = (), *, preflight: bool = False,
-                 on_refused: Callable[[str], None] = lambda reason: None) -> None:
-        """``preflight``: let CORS preflights through; ``on_refused(reason)``: told each
-        401's reason (``missing``, ``scheme`` or ``invalid``), for the metrics."""
+                 events: Events | None = None) -> None:
+        """``preflight``: let CORS preflights through; ``events``: told each 401's reason
+        (``refused``: ``missing``, ``scheme`` or ``invalid``), for the metrics."""
         self._tokens = tokens
         self._public = public_paths
         self._public_prefixes = public_prefixes
         self._preflight = preflight
-        self._on_refused = on_refused
+        self._events = events if events is not None else Events()
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         path = req.path
@@ -74,7 +76,7 @@ class BearerAuth:
         req.context.token_label = label  # who the client is, for the rate limit
 
     def _unauthorized(self, reason: str, message: str) -> falcon.HTTPUnauthorized:
-        self._on_refused(reason)
+        self._events.refused(reason)
         # RFC 6750 section 3: error="invalid_token" only when a token was sent.
         challenge = REALM + (', error="invalid_token"' if reason == "invalid" else "")
         return falcon.HTTPUnauthorized(description=message, challenges=[challenge])

@@ -64,9 +64,9 @@ def stack(config: Config, tokens: Tokens, events: Events, *,
     middleware: list[Any] = [  # falcon's middleware protocols
         AccessLog(log_stream, config.log_level, quiet_paths=QUIET_PATHS,
                   quiet_prefixes=PUBLIC_PREFIXES, log_format=config.log_format,
-                  on_response=events.request, on_dropped=events.dropped),
+                  events=events),
         BearerAuth(tokens, public, PUBLIC_PREFIXES, preflight=bool(config.cors_allow_origins),
-                   on_refused=events.refused)]
+                   events=events)]
     if config.require_https:
         middleware.insert(1, RequireHttps())
     if config.rate_limit:

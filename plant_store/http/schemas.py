@@ -11,8 +11,7 @@ import orjson
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump, post_load
 
 from plant_store.http.json_fallback import reparse
-from plant_store.stores import Plant
-from plant_store.stores.records import plant_fields
+from plant_store.stores.records import Plant, plant_fields
 
 
 class JsonInteger(fields.Field[int]):

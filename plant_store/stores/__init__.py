@@ -17,10 +17,6 @@ from plant_store.stores.base import (
 from plant_store.stores.jsonfile.store import JsonFileStore
 from plant_store.stores.memory import MemoryStore
 
-# A plant's one home is plant_store.stores.records; http/schemas.py, the last importer from
-# here, moves to it with issue 51's schema work, and then this line goes.
-from plant_store.stores.records import Plant as Plant
-
 __all__ = [
     "BatchConflict",
     "Conflict",

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from plant_store.app import create_app
 from plant_store.config import Config
+from plant_store.events import Events
 from plant_store.http.access_log import FLUSH_INTERVAL, AccessLog, flush_all
 from plant_store.logs import FORMAT, LineQueue, TextFormatter, escape, timestamp
 from plant_store.metrics import for_config
@@ -119,7 +120,7 @@ class _Stalled(io.StringIO):
 def test_lines_waiting_for_a_stalled_destination_are_bounded_and_counted(caplog):
     # Issue 42, finding 5: every line waited, without bound, for a stderr nobody read.
     stream, dropped = _Stalled(), []
-    access = AccessLog(stream, "info", frozenset(), on_dropped=dropped.append, max_pending=50)
+    access = AccessLog(stream, "info", frozenset(), events=_Dropped(dropped), max_pending=50)
     app = falcon.App(middleware=[access])
     client = falcon.testing.TestClient(app)
     client.simulate_get("/first")
@@ -169,3 +170,10 @@ def test_lines_a_full_log_queue_refuses_are_counted_in_the_metrics(tokens, token
     os.close(r)
     written = b"".join(chunks).decode().count(" [plant_store.access] ")
     assert dropped > 0 and written + dropped == 300
+
+
+class _Dropped(Events):
+    """Events that keep what ``dropped`` is told."""
+
+    def __init__(self, into):
+        self.dropped = into.append

@@ -5,8 +5,8 @@ variables, as for ``plant-store serve``; they are read here, so a bad one fails 
 Nothing is opened at import: each serving process opens the store at its first request
 (see :mod:`plant_store.serving.lazy_app`). Issue tokens with ``plant-store token add``. Logging is
 configured here as ``log_level`` and ``log_format`` say, unless the server or a host already
-configured it (see :mod:`plant_store.logs`). What uWSGI and gunicorn do that the app must
-not see is undone around it here (:mod:`plant_store.serving.server_quirks`).
+configured it (see :mod:`plant_store.logs`). What uWSGI, gunicorn and granian do that the app
+must not see is undone around it here (:mod:`plant_store.serving.server_quirks`).
 With several worker processes, ``PROMETHEUS_MULTIPROC_DIR`` names the directory where each
 keeps its metrics, so that a scrape sums them: under the gunicorn hooks, a subdirectory the
 master made for this start (see :mod:`plant_store.gunicorn_hooks`); under uWSGI, one made
@@ -24,7 +24,7 @@ _config = load(os.environ.get("PLANT_STORE_CONFIG"), os.environ)
 logs.configure_unless_configured(_config.log_level, _config.log_format)
 contended = warn_under_uwsgi(_config)  # several processes on a store that serves one
 server_quirks.at_fork_under_uwsgi()  # before the probe port's: a worker catches up first
-application = server_quirks.ServerSchemeUndone(LazyApp(
+application = server_quirks.ServerQuirks(LazyApp(
     _config, metrics_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None,
     wait_for_owner=not contended))
 if _config.probe_port:  # uWSGI's probes: a port of their own in each worker

@@ -5,14 +5,22 @@ only.
 
 - granian hands the app a body without a ``Content-Length`` as whole even when the
   connection broke or a chunk was bad: :class:`LengthRequired`, by
-  :mod:`plant_store.serving.granian_adapter`.
-- uWSGI (and gunicorn without its hooks) take a client's ``X-Forwarded-Ssl``, and uWSGI its
-  ``X-Forwarded-Proto``, as the scheme itself, from any peer: :class:`ServerSchemeUndone`,
-  by :mod:`plant_store.wsgi`, the entry point of both.
+  :mod:`plant_store.serving.granian_adapter`, and by :class:`ServerQuirks` when granian
+  runs :mod:`plant_store.wsgi` itself (``granian --interface wsgi``).
+- uWSGI (and gunicorn without its hooks) take a client's ``X-Forwarded-Ssl``, uWSGI its
+  ``X-Forwarded-Proto`` from any peer, gunicorn its ``X-Forwarded-Proto`` and
+  ``SCRIPT_NAME`` headers from a peer on loopback: :class:`ServerQuirks`, by
+  :mod:`plant_store.wsgi`, the entry point of all of them.
+
+:class:`ServerQuirks` tells the server from what it writes into the environ
+(``SERVER_SOFTWARE``, ``uwsgi.version``, ``gunicorn.socket``), here in ``serving/``, so the
+app never has to.
 - uWSGI forks its workers without Python's fork hooks: :func:`at_fork_under_uwsgi` runs
   the at-fork registry (:mod:`plant_store.util.at_fork`) after each of its forks.
 """
 
+import os
+import ssl
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
@@ -64,29 +72,51 @@ class LengthRequired:
 
 def undo_server_scheme(environ: dict[str, Any]) -> None:
     """uWSGI takes a client's ``X-Forwarded-Ssl: on``, and its ``X-Forwarded-Proto: https``,
-    as the scheme itself, from any peer, before any app could judge it: undo that (TLS of
-    uWSGI's own sets ``HTTPS``), so only a trusted proxy's ``X-Forwarded-Proto`` or
-    ``Forwarded`` says https (:class:`~plant_store.util.forwarded.ForwardedHeaders` reads
-    the header, which stays). The second only under uWSGI (``uwsgi.version`` in the
-    environ): another server's TLS of its own says https without ``HTTPS``."""
+    as the scheme itself, from any peer, before any app could judge it; gunicorn without its
+    hooks takes ``X-Forwarded-Proto`` from any peer on loopback (its default
+    ``forwarded_allow_ips``), a local proxy that passes the client's header along included.
+    Undo that (TLS of the server's own sets ``HTTPS`` under uWSGI, and is a TLS socket under
+    gunicorn), so only a trusted proxy's ``X-Forwarded-Proto`` or ``Forwarded`` says https
+    (:class:`~plant_store.util.forwarded.ForwardedHeaders` reads the header, which stays).
+    Under another server, whose TLS of its own says https without ``HTTPS``, only
+    ``X-Forwarded-Ssl`` is undone."""
     forged_ssl = environ.pop("HTTP_X_FORWARDED_SSL", None) is not None
-    forged_proto = "HTTP_X_FORWARDED_PROTO" in environ and "uwsgi.version" in environ
+    forged_proto = ("HTTP_X_FORWARDED_PROTO" in environ or "HTTP_X_FORWARDED_PROTOCOL" in environ
+                    ) and ("uwsgi.version" in environ or _gunicorn_in_clear(environ))
     if (forged_ssl or forged_proto) and "HTTPS" not in environ:
         environ["wsgi.url_scheme"] = "http"
 
 
-class ServerSchemeUndone:
-    """``app`` with :func:`undo_server_scheme` applied first, for the servers that load
-    :mod:`plant_store.wsgi` (uWSGI, gunicorn, mod_wsgi): a request without either header
-    costs one look-up each."""
+def _gunicorn_in_clear(environ: dict[str, Any]) -> bool:
+    sock = environ.get("gunicorn.socket")
+    return sock is not None and not isinstance(sock, ssl.SSLSocket)
+
+
+class ServerQuirks:
+    """``app`` with every server's quirk undone, each only under the server that has it,
+    for the servers that load :mod:`plant_store.wsgi` (uWSGI, gunicorn, granian by hand,
+    mod_wsgi): a request with none of the headers at stake costs a few look-ups."""
 
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
+        self._length_required = LengthRequired(app)
+        # gunicorn takes a SCRIPT_NAME header from a peer it trusts; the process's own
+        # SCRIPT_NAME (its documented way to mount the app) stays what it says.
+        self._script_name = os.environ.get("SCRIPT_NAME", "")
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if "HTTP_X_FORWARDED_SSL" in environ or "HTTP_X_FORWARDED_PROTO" in environ:
+        if ("HTTP_X_FORWARDED_SSL" in environ or "HTTP_X_FORWARDED_PROTO" in environ
+                or "HTTP_X_FORWARDED_PROTOCOL" in environ):
             undo_server_scheme(environ)
+        if "gunicorn.socket" in environ and (
+                (script_name := environ.get("SCRIPT_NAME", "")) != self._script_name):
+            # What the header cut off the path goes back on it: the path as sent.
+            own = self._script_name if script_name.startswith(self._script_name) else ""
+            environ["PATH_INFO"] = script_name[len(own):] + environ.get("PATH_INFO", "")
+            environ["SCRIPT_NAME"] = own
+        if environ.get("SERVER_SOFTWARE") == "Granian":
+            return self._length_required(environ, start_response)
         return self.app(environ, start_response)
 
 

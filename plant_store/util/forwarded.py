@@ -209,7 +209,8 @@ def base_url(req: "falcon.Request") -> str:
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """An address as proxies write it: bare, ``[v6]``, ``[v6]:port`` or ``v4:port``, quoted
-    or not; None for anything else ('unknown', an obfuscated ``_name``)."""
+    or not, an IPv4-mapped IPv6 address as its IPv4 address; None for anything else
+    ('unknown', an obfuscated ``_name``)."""
     text = text.strip().strip('"')
     if text.startswith("["):
         text = text[1:].partition("]")[0]
@@ -219,9 +220,13 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     if scope and not _SCOPE.fullmatch(scope):  # ipaddress takes any text as a scope id
         return None
     try:
-        return ipaddress.ip_address(text)
+        address = ipaddress.ip_address(text)
     except ValueError:
         return None
+    # A dual-stack listener (granian on ::) sees an IPv4 peer as ::ffff:a.b.c.d: the same
+    # peer, so the same trust (the hostile pass on issue 51).
+    mapped = getattr(address, "ipv4_mapped", None)
+    return mapped if mapped is not None else address
 
 
 def _split(value: str, separator: str = ",") -> list[str]:

@@ -79,6 +79,11 @@ def test_two_proxies_in_a_row():
     ("*", "203.0.113.9", True),
     ("::1", "::1", True),
     ("127.0.0.1", "", False),  # a Unix socket's peer has no address: only '*' trusts it
+    # A dual-stack listener (granian on ::) sees an IPv4 proxy as IPv4-mapped: the same peer
+    # (the hostile pass on issue 51).
+    ("127.0.0.1", "::ffff:127.0.0.1", True),
+    ("10.0.0.0/8", "::ffff:10.1.2.3", True),
+    ("10.0.0.0/8", "::ffff:11.1.2.3", False),
 ])
 def test_trusted_proxies_are_addresses_or_networks(trusted, remote, believed):
     environ = rewritten({"X-Forwarded-For": CLIENT}, trusted=trusted, remote=remote)

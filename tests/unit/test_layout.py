@@ -153,3 +153,13 @@ def test_every_entry_of_elsewhere_names_a_module_and_test_files_that_exist():
         if not why:
             stale.append(f"ELSEWHERE[{module!r}]: say why its tests are not the mirrored file")
     assert not stale, "\n".join(stale)
+
+
+def test_every_test_file_ci_runs_on_the_newest_releases_exists():
+    """.ci/run hands .ci/library-tests to pytest on the newest release of every
+    dependency; a file moved without its line there made that run collect nothing (issue
+    51's moves: "no tests ran", exit status 5)."""
+    listed = (ROOT / ".ci" / "library-tests").read_text().split()
+    assert listed, ".ci/library-tests lists no test file"
+    missing = [name for name in listed if not (ROOT / name).is_file()]
+    assert not missing, f".ci/library-tests names files that are gone: {missing}"

@@ -24,8 +24,10 @@ def presented(header: str | None) -> str | None:
     """The token an ``Authorization: Bearer <token>`` header presents, or None."""
     if header is None:
         return None
-    scheme, _, token = header.strip().partition(" ")
-    token = token.strip()
+    # Only HTTP's own whitespace around the token (RFC 9110 5.6.3): str.strip would also
+    # take a no-break space or U+0085 off a token (the hostile pass on issue 52).
+    scheme, _, token = header.strip(" \t").partition(" ")
+    token = token.strip(" \t")
     return token if scheme.lower() == "bearer" and token else None
 
 
@@ -66,7 +68,7 @@ class BearerAuth:
                 "missing", "An 'Authorization: Bearer <token>' header is required.")
         # The usual header, "Bearer <token>", read here rather than by presented(), which
         # gives the same token (tests/unit/http/test_auth.py) in a call and four steps more.
-        token = header[7:].strip() if header.startswith("Bearer ") else presented(header)
+        token = header[7:].strip(" \t") if header.startswith("Bearer ") else presented(header)
         if not token:
             raise self._unauthorized(
                 "scheme", "The Authorization header must use the Bearer scheme.")

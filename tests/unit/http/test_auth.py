@@ -106,3 +106,12 @@ def test_the_usual_headers_token_is_the_one_presented_reads(header):
         assert presented(header) is None
     else:
         assert tokens.asked == [presented(header)]
+
+
+@pytest.mark.parametrize("around", [("", "\xa0"), ("", "\x85"), ("\xa0", ""), ("\x0b", "")])
+def test_only_spaces_and_tabs_surround_a_token(app, token, around):
+    """The hostile pass on issue 52: str.strip took a no-break space or U+0085 off a token,
+    so waitress let such a header through; RFC 9110 allows only spaces and tabs there."""
+    before, after = around
+    assert_error(post(app, f"Bearer {before}{token}{after}"), 401)
+    assert post(app, f"Bearer \t{token} \t").status_int == 200

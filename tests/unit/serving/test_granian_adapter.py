@@ -76,3 +76,16 @@ def test_a_dead_worker_is_replaced_through_respawn_workers():
     assert server.interrupt_signal and server.main_loop_interrupt.is_set()
     reader.close()
     writer.close()
+
+
+def test_a_body_refused_as_too_large_before_the_app_is_counted():
+    """The hostile pass on issue 52: granian's own 413s reached no metric (waitress's do)."""
+    counted = []
+    refusing = granian_adapter._refuse_too_large(lambda environ, start: [b"app"], 10,
+                                                 lambda *request: counted.append(request))
+    statuses = []
+    answer = refusing({"REQUEST_METHOD": "POST", "PATH_INFO": "/plants",
+                       "CONTENT_LENGTH": "11"}, lambda status, headers: statuses.append(status))
+    assert statuses == ["413 Content Too Large"] and b"413" in b"".join(answer)
+    assert counted == [("POST", "/plants", 413)]
+    assert refusing({"CONTENT_LENGTH": "10"}, None) == [b"app"] and len(counted) == 1

@@ -17,10 +17,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import falcon
 
-NAMES = ("request", "dropped", "refused", "refused_by_server", "unavailable", "created",
-         "attempted", "wrote", "compacted")
-
-
 class Events:
     """The events, each heard by nobody: a subscriber overrides the ones it hears, and an
     ``Events()`` is the do-nothing default (metrics off, webhooks off, a store opened bare)."""
@@ -35,7 +31,8 @@ class Events:
         """One request refused 401 by the token check, for ``reason``."""
 
     def refused_by_server(self, method: str, path: str, status: int) -> None:
-        """One request the server answered itself (waitress's 400, 413, 431, 501)."""
+        """One request the server answered itself (waitress's 400, 413, 431, 501; granian's
+        413)."""
 
     def unavailable(self, operation: str, cause: str) -> None:
         """One request answered 503 because the store refused ``operation`` for ``cause``
@@ -53,6 +50,9 @@ class Events:
 
     def compacted(self, seconds: float) -> None:
         """One compaction of the JSON file took ``seconds``."""
+
+
+NAMES = tuple(name for name in vars(Events) if not name.startswith("_"))  # every event
 
 
 class Fanout(Events):

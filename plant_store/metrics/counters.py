@@ -25,6 +25,7 @@ stale when it ends. See :mod:`plant_store.serving.gunicorn_hooks` for making the
 """
 
 import collections
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -202,7 +203,8 @@ class Metrics(Events):
         return (found[3] or UNMATCHED) if found else UNMATCHED  # a match has its template
 
     def refused_by_server(self, method: str, path: str, status: int) -> None:
-        """A request the server answered itself (waitress's 400, 413, 431, 501), which the
+        """A request the server answered itself (waitress's 400, 413, 431, 501; granian's 413),
+        which the
         app never saw: counted under the route its path names, if any; not timed."""
         method = method if method in METHODS else "OTHER"
         self._requests.labels(self._route_of(path), method, str(status)).inc()
@@ -248,19 +250,25 @@ class _Batch:
     (:func:`~plant_store.metrics.prometheus_adapter.observe_all`).
 
     Invariants: every noted request is counted exactly once, by whichever thread drains it
-    (``deque.popleft`` hands each entry to one thread); a scrape drains first, so it counts
-    every request answered before it; at most ``SIZE`` requests wait (a few more, one per
-    thread racing past the check).
+    (``deque.popleft`` hands each entry to one thread); a drain and its counting hold one
+    lock, so a scrape, which drains first, also waits for a batch another thread took but
+    had not counted yet: it counts every request answered before it; at most ``SIZE``
+    requests wait (a few more, one per thread racing past the check).
     """
 
     SIZE = 256
 
     def __init__(self) -> None:
         self.noted: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._counting = threading.Lock()  # once a batch (SIZE requests) and at a scrape
 
     def count(self, children_for: Callable[..., tuple[Any, ...]]) -> None:
         """Count every request noted so far; ``children_for(route, method, status,
         path)``: the (counter, histogram) children of its label set."""
+        with self._counting:
+            self._count(children_for)
+
+    def _count(self, children_for: Callable[..., tuple[Any, ...]]) -> None:
         seen: dict[tuple[Any, ...], list[float]] = {}  # label set (and path) -> seconds
         noted = self.noted
         while True:

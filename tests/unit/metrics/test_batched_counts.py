@@ -48,3 +48,34 @@ def test_batched_counts_equal_the_clients_one_request_at_a_time(requests):
     assert set(got) == set(want)
     for key, amount in want.items():
         assert abs(got[key] - amount) <= 1e-9 * max(1.0, abs(amount)), key
+
+
+def test_a_scrape_waits_for_a_batch_another_thread_took_but_has_not_counted():
+    """A drain and its counting are one step: a scrape that found the queue empty because a
+    request's thread had just taken the batch still counts it (the review of issue 52)."""
+    import threading
+
+    from plant_store.metrics.counters import _Batch
+
+    registry = CollectorRegistry()
+    counter = Counter("c", "c", registry=registry)
+    histogram = Histogram("h", "h", registry=registry)
+    batch, entered, release = _Batch(), threading.Event(), threading.Event()
+    batch.noted.append(("/plants", "POST", "200 OK", "/plants", 0.1))
+
+    def slowly(*key):
+        entered.set()
+        release.wait(5)
+        return counter, histogram
+
+    taker = threading.Thread(target=batch.count, args=(slowly,))
+    taker.start()
+    assert entered.wait(5)  # the batch is taken, not yet counted
+    scrape = threading.Thread(target=batch.count, args=(lambda *key: (counter, histogram),))
+    scrape.start()
+    scrape.join(0.2)
+    assert scrape.is_alive(), "the scrape did not wait for the batch being counted"
+    release.set()
+    scrape.join(5)
+    taker.join(5)
+    assert registry.get_sample_value("c_total") == 1

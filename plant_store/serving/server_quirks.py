@@ -62,12 +62,18 @@ class LengthRequired:
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if not environ.get("CONTENT_LENGTH") and (
-                environ.get("HTTP_TRANSFER_ENCODING")
-                or not environ.get("SERVER_PROTOCOL", "").startswith("HTTP/1")):
-            environ["wsgi.input"] = _UNREADABLE
-            environ["wsgi.input_terminated"] = True  # read it, not a length of 0
+        if not environ.get("CONTENT_LENGTH"):
+            unreadable_without_length(environ)
         return self.app(environ, start_response)
+
+
+def unreadable_without_length(environ: dict[str, Any]) -> None:
+    """:class:`LengthRequired`'s step, for a request without a ``Content-Length`` (for a
+    caller that has looked at it already: granian's worker front)."""
+    if environ.get("HTTP_TRANSFER_ENCODING") or not environ.get(
+            "SERVER_PROTOCOL", "").startswith("HTTP/1"):
+        environ["wsgi.input"] = _UNREADABLE
+        environ["wsgi.input_terminated"] = True  # read it, not a length of 0
 
 
 def undo_server_scheme(environ: dict[str, Any]) -> None:

@@ -3,13 +3,16 @@ and the undocumented granian names it relies on, pinned against the installed re
 (tests/integration/test_serve_granian.py and test_granian_edge.py run the real server)."""
 
 import inspect
+import io
 
+import falcon
 import granian
 import pytest
 from granian.server import common
 
 from plant_store.config import Config
 from plant_store.serving import granian_adapter
+from plant_store.serving.server_quirks import LengthRequired
 
 GRANIAN = f"granian {granian.__version__}"
 
@@ -81,11 +84,35 @@ def test_a_dead_worker_is_replaced_through_respawn_workers():
 def test_a_body_refused_as_too_large_before_the_app_is_counted():
     """The hostile pass on issue 52: granian's own 413s reached no metric (waitress's do)."""
     counted = []
-    refusing = granian_adapter._refuse_too_large(lambda environ, start: [b"app"], 10,
-                                                 lambda *request: counted.append(request))
+    refusing = granian_adapter._front(lambda environ, start: [b"app"], 10,
+                                      lambda *request: counted.append(request))
     statuses = []
     answer = refusing({"REQUEST_METHOD": "POST", "PATH_INFO": "/plants",
                        "CONTENT_LENGTH": "11"}, lambda status, headers: statuses.append(status))
     assert statuses == ["413 Content Too Large"] and b"413" in b"".join(answer)
     assert counted == [("POST", "/plants", 413)]
     assert refusing({"CONTENT_LENGTH": "10"}, None) == [b"app"] and len(counted) == 1
+
+
+@pytest.mark.parametrize(("environ", "refused"), [
+    ({"SERVER_PROTOCOL": "HTTP/1.1", "HTTP_TRANSFER_ENCODING": "chunked"}, True),
+    ({"SERVER_PROTOCOL": "HTTP/2"}, True),
+    ({"SERVER_PROTOCOL": "HTTP/2", "CONTENT_LENGTH": "5"}, False),
+    ({"SERVER_PROTOCOL": "HTTP/1.1"}, False),  # neither header: no body
+])
+def test_the_front_refuses_a_body_without_a_length_when_read_as_length_required_does(
+        environ, refused):
+    """One step for granian's two refusals: its 411 is LengthRequired's, on any request."""
+    seen = []
+    front = granian_adapter._front(lambda env, start: seen.append(dict(env)) or [b""], 10)
+    front(dict(environ, **{"wsgi.input": io.BytesIO(b"hello")}), None)
+    LengthRequired(lambda env, start: seen.append(dict(env)) or [b""])(
+        dict(environ, **{"wsgi.input": io.BytesIO(b"hello")}), None)
+    by_front, by_quirk = seen
+    for env in seen:
+        if refused:
+            with pytest.raises(falcon.HTTPLengthRequired):
+                env["wsgi.input"].read()
+        else:
+            assert env["wsgi.input"].read() == b"hello"
+    assert by_front.keys() == by_quirk.keys()

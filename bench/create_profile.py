@@ -13,6 +13,7 @@ the layers of its callers, splits ours into layers, scaled to the measured time.
     python bench/create_profile.py                          # memory store
     python bench/create_profile.py --store jsonfile         # fsync on
     python bench/create_profile.py --tree /tmp/before       # another checkout's code
+    python bench/create_profile.py --front granian          # with granian worker's front
     python bench/create_profile.py --store postgresql --database-url URL
 """
 
@@ -29,6 +30,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAYERS = (  # (label, path fragments), the first that matches
+    ("server front", ("plant_store/serving",)),
     ("metrics", ("plant_store/metrics", "prometheus")),
     ("access line", ("http/access_log", "plant_store/logs")),
     ("request id", ("http/request_id",)),
@@ -80,6 +82,19 @@ def timed(run, n, rounds):
     return min(cpu), min(wall)
 
 
+def front(app):
+    """``app`` behind what granian's worker serves in front of it, in this checkout's code
+    (one step since issue 52; three wrappers before)."""
+    from plant_store.serving import granian_adapter
+    from plant_store.serving.probes import BusyThreads
+
+    busy = BusyThreads(app, 16)
+    if hasattr(granian_adapter, "_front"):
+        return granian_adapter._front(busy, 1 << 20)
+    from plant_store.serving.server_quirks import LengthRequired
+    return granian_adapter._refuse_too_large(BusyThreads(LengthRequired(app), 16), 1 << 20)
+
+
 def layer(filename):
     for label, fragments in LAYERS:
         if any(fragment in filename for fragment in fragments):
@@ -109,6 +124,9 @@ def main():
     parser.add_argument("--tree", metavar="DIR",
                         help="measure the service from this checkout (its .venv if it has one)")
     parser.add_argument("--top", type=int, default=0, help="also cProfile's N costliest")
+    parser.add_argument("--front", choices=("none", "granian"), default="none",
+                        help="call the app through what granian's worker serves in front "
+                             "of it (its 413 and 411, its busy threads), as the server does")
     args = parser.parse_args()
     if args.tree:
         tree = os.path.abspath(args.tree)
@@ -136,7 +154,8 @@ def main():
         token = tokens.add("bench")
         with open(os.devnull, "w") as null, Service(
                 config, tokens=tokens, log_stream=null) as service:
-            run = creates(service.app, token)
+            run = creates(front(service.app) if args.front == "granian" else service.app,
+                          token)
             ours_cpu, ours_wall = timed(run, args.n, args.rounds)
             profile = cProfile.Profile()
             profile.runcall(run, args.n)
@@ -144,7 +163,8 @@ def main():
           f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; "
           f"min of {args.rounds} rounds of {args.n} creates, CPU (wall)")
     print(f"  the Falcon floor       {floor_cpu:6.2f} us ({floor_wall:.2f})")
-    print(f"  ours, {args.store + ' store':<16} {ours_cpu:6.2f} us ({ours_wall:.2f})")
+    shown = args.store + " store" + (", granian front" if args.front == "granian" else "")
+    print(f"  ours, {shown:<16} {ours_cpu:6.2f} us ({ours_wall:.2f})")
     print(f"  the service's own      {ours_cpu - floor_cpu:6.2f} us "
           f"(ours / floor: {ours_cpu / floor_cpu:.2f})")
     stats = pstats.Stats(profile)

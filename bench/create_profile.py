@@ -84,14 +84,19 @@ def timed(run, n, rounds):
 
 def front(app):
     """``app`` behind what granian's worker serves in front of it, in this checkout's code
-    (one step since issue 52; three wrappers before)."""
+    (one step since issue 52; three wrappers before, two before issue 51)."""
     from plant_store.serving import granian_adapter
-    from plant_store.serving.probes import BusyThreads
+    try:
+        from plant_store.serving.probes import BusyThreads
+    except ImportError:  # before issue 51
+        from plant_store.serving.busy_threads import BusyThreads
 
-    busy = BusyThreads(app, 16)
     if hasattr(granian_adapter, "_front"):
-        return granian_adapter._front(busy, 1 << 20)
-    from plant_store.serving.server_quirks import LengthRequired
+        return granian_adapter._front(BusyThreads(app, 16), 1 << 20)
+    try:
+        from plant_store.serving.server_quirks import LengthRequired
+    except ImportError:  # before issue 51: the app refused bodies without a length itself
+        return granian_adapter._refuse_too_large(BusyThreads(app, 16), 1 << 20)
     return granian_adapter._refuse_too_large(BusyThreads(LengthRequired(app), 16), 1 << 20)
 
 

@@ -21,6 +21,10 @@ wrk). Each server starts once; they take turns in slices, the order turning each
   16 blocking threads, as the service sets granian up) and on waitress (``bare_app.py``,
   the service's own server settings);
 - bare WSGI (``bare_app.application``) on each, above the floor;
+- the durable floor (``bare_app.falcon_floor_durable``): the Falcon floor whose create
+  waits for a group fsync of its body and nothing else, the ceiling of any store that
+  fsyncs before it answers on the server's threads; the JSON file's rows are also given
+  as a ratio to it;
 - ours: memory, JSON file (fsync), PostgreSQL; with ``--tree`` the same from that checkout;
 - ``straightforward.py`` (Falcon + marshmallow, written as a user would): its dict on
   granian, its psycopg pool on granian and on waitress.
@@ -112,6 +116,8 @@ def servers(tmp, pg, tree):
     found = {
         "granian floor": app_on_granian("bare_app:falcon_floor()"),
         "granian bare": app_on_granian("bare_app:application"),
+        "granian durable floor": app_on_granian("bare_app:falcon_floor_durable()"),
+        "waitress durable floor": bare_on_waitress({"BARE_APP": "durable"}),
         "waitress floor": bare_on_waitress({"BARE_APP": "falcon"}),
         "waitress bare": bare_on_waitress({}),
         "straightforward granian dict": app_on_granian(
@@ -223,6 +229,10 @@ def main():
         if name in ratios:
             verdict = "met" if ratios[name] >= target else "NOT met"
             print(f"target {name}: >= {target:.2f} of the floor: {ratios[name]:.2f}, {verdict}")
+    for name in [n for n in results if n.endswith("jsonfile")]:
+        floor = ("waitress" if "waitress" in name else "granian") + " durable floor"
+        print(f"{name}: {loadgen.paired_ratio(results[name], results[floor], 'rps'):.2f} "
+              f"of the {floor} (the Falcon floor waiting for a group fsync)")
     if PLAIN_PG in results:
         for name in [n for n in results if n.endswith("ours granian postgresql")]:
             ratio = loadgen.paired_ratio(results[name], results[PLAIN_PG], "rps")

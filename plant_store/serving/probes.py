@@ -171,12 +171,13 @@ class BusyThreads:
         return ages, len(ages) >= self._threads
 
     def unready(self) -> str | None:
-        """Why new requests wait (every thread busy for BUSY_FOR s or more), or None."""
-        started = self.started.copy()
+        """Why new requests wait (every thread busy for BUSY_FOR s or more), or None: the
+        ``threads`` oldest calls in flight all began BUSY_FOR ago (the oldest alone said
+        "not ready" while a thread was free now and then: the hostile pass on issue 52)."""
+        started = sorted(self.started.copy().values())
         if len(started) < self._threads:
             return None
-        oldest = min(started.values())
-        if time.monotonic() - oldest < BUSY_FOR:
+        if time.monotonic() - started[self._threads - 1] < BUSY_FOR:
             return None
         return (f"Every request thread ({self._threads}) has been busy for {BUSY_FOR:g} s "
                 "or more: new requests wait for one.")

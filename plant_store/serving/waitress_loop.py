@@ -70,8 +70,7 @@ def serve_in_thread(app: Callable[..., Iterable[bytes]], listener: socket.socket
     """``app`` on waitress, on ``listener``, with threads of its own, our channel and
     upkeep (as :func:`~plant_store.serving.waitress_adapter.create_server`), its loop in a
     thread of its own."""
-    dispatcher = ThreadedTaskDispatcher()
-    dispatcher.set_thread_count(threads)
+    dispatcher = throttled_dispatcher(threads)
     server = waitress_adapter.create_server(
         app, dispatcher, max_body_size=0, request_timeout=request_timeout, sockets=[listener],
         threads=threads, ident="plant-store", clear_untrusted_proxy_headers=False,
@@ -151,6 +150,16 @@ class _QueueLog:
         self._throttle.log(queue_logger, logging.WARNING, message, *args)
 
 
+def throttled_dispatcher(threads: int) -> ThreadedTaskDispatcher:
+    """waitress's pool of ``threads`` task threads, its queue warning throttled: every pool
+    of ours (the probe lane and the probe port's pool too: an anonymous client polling
+    ``/ready`` made thousands of lines a second there, the hostile pass on issue 52)."""
+    dispatcher = ThreadedTaskDispatcher()
+    dispatcher.queue_logger = _QueueLog()  # type: ignore[assignment]  # waitress calls warning()
+    dispatcher.set_thread_count(threads)
+    return dispatcher
+
+
 class LaneDispatcher(ThreadedTaskDispatcher):
     """waitress's pool of ``threads``, plus ``lane_threads`` of their own for the GET and
     HEAD requests to ``lane_paths``, which serve nothing else (plant_store.serving.probes).
@@ -162,8 +171,7 @@ class LaneDispatcher(ThreadedTaskDispatcher):
         self.queue_logger = _QueueLog()  # type: ignore[assignment]  # waitress calls warning()
         self.set_thread_count(threads)
         self._paths = frozenset(lane_paths)
-        self._lane = ThreadedTaskDispatcher()
-        self._lane.set_thread_count(lane_threads)
+        self._lane = throttled_dispatcher(lane_threads)
 
     def add_task(self, task: Task) -> None:
         requests = getattr(task, "requests", None)

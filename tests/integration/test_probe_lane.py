@@ -84,16 +84,27 @@ def test_under_uwsgi_on_probe_port(tmp_path):
     assert status == 404 and body["error"] == 404  # the probe port answers probes only
 
 
-def test_waitress_queue_warning_is_throttled(caplog):
+@pytest.mark.parametrize("pool", ["requests", "probe lane", "probe port"])
+def test_waitress_queue_warning_is_throttled(caplog, pool):
     """waitress warns for every task queued behind busy threads: under load nearly every
-    request, written by its I/O thread. One line per interval, counting the rest."""
+    request, written by its I/O thread. One line per interval, counting the rest, in every
+    pool of ours (the probe lane's and the probe port's made a line per poll of /ready: the
+    hostile pass on issue 52)."""
     from plant_store.serving.probes import ProbeLaneDispatcher
+    from plant_store.serving.waitress_loop import throttled_dispatcher
 
     release, served = threading.Event(), []
+    path = "/ready" if pool == "probe lane" else "/plants"
+
+    class Request:
+        command = "GET"
+
+    Request.path = path
 
     class Task:
         def __init__(self, n):
             self.n = n
+            self.requests = [Request()]
 
         def service(self):
             release.wait(5)
@@ -102,7 +113,7 @@ def test_waitress_queue_warning_is_throttled(caplog):
         def cancel(self):
             pass
 
-    dispatcher = ProbeLaneDispatcher(1)
+    dispatcher = throttled_dispatcher(1) if pool == "probe port" else ProbeLaneDispatcher(1)
     try:
         with caplog.at_level("WARNING", logger="waitress.queue"):
             for n in range(50):

@@ -41,3 +41,16 @@ def test_a_call_that_raises_is_counted_out():
     with pytest.raises(RuntimeError):
         busy({}, None)
     assert busy.started == {}
+
+
+def test_not_unready_while_one_thread_keeps_taking_fresh_calls(monkeypatch):
+    """The hostile pass on issue 52: with three of four threads held by slow bodies, the
+    fourth serving one quick call after another, /ready said "every thread busy" whenever
+    it caught the fourth in a call: its call is fresh, so a thread is free within it."""
+    now = [100.0]
+    monkeypatch.setattr(probes.time, "monotonic", lambda: now[0])
+    busy = BusyThreads(lambda environ, start_response: [b""], threads=4)
+    busy.started.update({1: 90.0, 2: 91.0, 3: 92.0, 4: now[0] - 0.01})  # the 4th: quick
+    assert busy.unready() is None
+    busy.started[4] = now[0] - probes.BUSY_FOR  # held a second too: every thread is
+    assert "Every request thread (4)" in busy.unready()

@@ -69,7 +69,7 @@ import falcon
 import orjson
 
 from plant_store.events import Answered, Events
-from plant_store.http.request_id import RequestId
+from plant_store.http.request_id import ENV_KEY, HEADER, SANE, RequestId
 from plant_store.logs import (
     DRAIN_TIMEOUT,
     LOG_LEVELS,
@@ -124,19 +124,26 @@ class AccessLog:
         self._quiet_prefixes = quiet_prefixes
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        req.context.request_id = self._ids.assign(req, resp)
         req.context.started = time.perf_counter()
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, succeeded: bool
     ) -> None:
+        elapsed = time.perf_counter() - req.context.started
+        env, ids = req.env, self._ids
+        # The request id (RequestId.assign's steps, inline: the answer's headers are sent
+        # after this, whatever answered).
+        given = env.get(ENV_KEY)
+        request_id = given if given and SANE.fullmatch(given) else (
+            f"{ids.prefix}-{next(ids.counter)}")
+        resp.set_header(HEADER, request_id)
         # The raw fields only, from the WSGI environ itself (Falcon's remote_addr, root_path
         # and status_code each cost more than the rest of this step); a drain does the rest.
-        env, context, answered = req.env, req.context, self._answered
+        answered = self._answered
         answered.append((
             time.time(), env.get("REMOTE_ADDR", "127.0.0.1"), req.method,
-            env.get("SCRIPT_NAME", ""), req.path, resp.status,
-            time.perf_counter() - context.started, context.request_id, req.uri_template))
+            env.get("SCRIPT_NAME", ""), req.path, resp.status, elapsed, request_id,
+            req.uri_template))
         if len(answered) >= self._batch:  # the flusher does not keep up: drain here
             self.drain()
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from marshmallow import ValidationError
 
+from plant_store.http.access_log import AccessLog
 from plant_store.http.plants import PlantsResource, read_new_plant, read_object, read_plain_object
 from plant_store.http.schemas import PlantSchema, describe, load_new_plant
 from plant_store.stores import MemoryStore
@@ -154,6 +155,12 @@ def _app(resource):
     return app
 
 
+def _app_with(*middleware):
+    app = falcon.App(middleware=list(middleware))
+    app.add_route("/plants", _Dumped(Plant(1, "x", None)))
+    return app
+
+
 class _Dumped:
     """The long way's answer: the schema's dump, as orjson writes it."""
 
@@ -162,3 +169,29 @@ class _Dumped:
 
     def on_get(self, req, resp):
         resp.data = orjson.dumps(PlantSchema().dump(self._plant))
+
+
+_ACCESS = AccessLog(io.StringIO(), "warning", frozenset())
+_LOGGED = falcon.testing.TestClient(_app_with(_ACCESS))
+
+
+@SETTINGS
+@given(given_id=st.none() | st.text(max_size=210) | st.from_regex(r"[A-Za-z0-9._:@/+=-]{1,210}",
+                                                                   fullmatch=True),
+       path=st.sampled_from(["/plants", "/nowhere"]))
+def test_the_access_logs_request_id_is_request_ids_own(given_id, path):
+    """The access log assigns the request id inline, as the answer leaves: the id
+    RequestId.assign gives (the client's when sane, else a new one of this process's), on
+    every answer, a 404 too."""
+    headers = {} if given_id is None else {"X-Request-ID": given_id}
+    env = falcon.testing.create_environ(path=path, headers=headers)
+    if "HTTP_X_REQUEST_ID" not in env:  # a header value WSGI cannot carry
+        return
+    reference = falcon.Response()
+    expected = _ACCESS._ids.assign(falcon.Request(env), reference)
+    answered = _LOGGED.simulate_get(path, headers=headers).headers["X-Request-ID"]
+    if expected == given_id:
+        assert answered == expected
+    else:  # made: the next of this process's ids
+        prefix, count = answered.rsplit("-", 1)
+        assert prefix == _ACCESS._ids.prefix and int(count) == int(expected.rsplit("-")[1]) + 1

@@ -95,11 +95,11 @@ class Told(Events):
 def respond(access, template, path, method, status, n, script_name=""):
     """A request through the access log's two steps, as Falcon makes them."""
     req = types.SimpleNamespace(
-        env={"REMOTE_ADDR": "10.0.0.1", "SCRIPT_NAME": script_name}, method=method,
+        env={"REMOTE_ADDR": "10.0.0.1", "SCRIPT_NAME": script_name,
+             "HTTP_X_REQUEST_ID": f"r{n}"}, method=method,
         path=path, uri_template=template, context=types.SimpleNamespace())
     resp = types.SimpleNamespace(status=status, set_header=lambda name, value: None)
     access.process_request(req, resp)
-    req.context.request_id = f"r{n}"
     access.process_response(req, resp, None, True)
 
 

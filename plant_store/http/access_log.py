@@ -61,8 +61,9 @@ import logging
 import threading
 import time
 import weakref
-from itertools import repeat, starmap
-from operator import itemgetter
+from collections.abc import Iterable
+from itertools import groupby, repeat, starmap
+from operator import itemgetter, mul
 from typing import Any, TextIO
 
 import falcon
@@ -88,7 +89,10 @@ LOGGER = logging.getLogger("plant_store.access")
 log = logging.getLogger("plant_store.logs")
 _LEVELS = {"INFO": logging.INFO, "DEBUG": logging.DEBUG}
 _CODES: dict[Any, int] = {}  # a status as the app set it -> its code
-_PATH = itemgetter(4)  # of an Answered record
+# Of an Answered record (plant_store.events.Answered), and of a queued (level, record) line
+_NOW, _FIELDS, _PATH, _ELAPSED, _ID = (
+    itemgetter(0), itemgetter(1, 2, 3, 4, 5), itemgetter(4), itemgetter(6), itemgetter(7))
+_LEVEL, _RECORD = itemgetter(0), itemgetter(1)
 
 
 class AccessLog:
@@ -221,32 +225,12 @@ class AccessLog:
                 "duration_ms": round(elapsed * 1000, 3), "request_id": request_id}
 
     def _text(self, lines: list[tuple[str, Answered]]) -> str:
-        """The ``lines``, in the text format, formatted in one loop: the flusher's cost
-        per line is the service's per request (half of it a call per line to a formatter
-        and to the timestamp's cache, before this loop)."""
-        out: list[str] = []
-        append = out.append
-        codes = _CODES
-        last_millis, stamp = -1, ""
-        for level, (now, remote_addr, method, script_name, path, status, elapsed,
-                    request_id, _) in lines:
-            code = codes.get(status)
-            if code is None:
-                code = _code(status)
-            # Every unsafe character but the backslash is unprintable, and isprintable()
-            # costs the usual clean line less than a regex search would.
-            chosen = remote_addr + method + script_name + path + request_id
-            if not chosen.isprintable() or "\\" in chosen:
-                remote_addr, method, path, request_id = (
-                    escape(f) for f in (remote_addr, method, script_name + path, request_id))
-                script_name = ""
-            millis = int(now * 1000)  # timestamp()'s own cache key
-            if millis != last_millis:
-                last_millis, stamp = millis, timestamp(now)
-            tenths = round(elapsed * 10000)  # of a millisecond; ints format faster than floats
-            append(f"{stamp} {level} [plant_store.access] {remote_addr} {method} "
-                   f"{script_name}{path} {code} {tenths // 10}.{tenths % 10}ms {request_id}\n")
-        return "".join(out)
+        """The ``lines``, in the text format: each run of one level at once
+        (:func:`_text_of`)."""
+        if len(lines) and list(map(_LEVEL, lines)).count(lines[0][0]) == len(lines):
+            return _text_of(lines[0][0], list(map(_RECORD, lines)))
+        return "".join(_text_of(level, list(map(_RECORD, run)))
+                       for level, run in groupby(lines, _LEVEL))
 
     def _format(self, lines: list[tuple[str, Answered]]) -> str:
         if self._json:
@@ -320,6 +304,49 @@ class AccessLog:
                                    args, None, extra={"access": self._object(line)})
         record.created, record.msecs = now, now % 1 * 1000
         LOGGER.handle(record)
+
+
+def _text_of(level: str, records: list[Answered]) -> str:
+    """The text lines of ``records`` at ``level``, formatted by columns: the flusher's
+    cost per line is the service's per request, and a loop formatting each line cost about
+    0.6 us of the 3.5 the service spent on a create. Most of a line is the same from one
+    to the next (level, client, method, path, status: formatted once per distinct set,
+    escaped there), its time changes once a millisecond (formatted once per distinct
+    millisecond), its duration takes few values (once per distinct tenth of a millisecond);
+    per line are only C loops (``map``, ``join``). Every unsafe character but the backslash
+    is unprintable, so one ``isprintable()`` of the request ids tells whether any needs
+    escapes (the usual batch: none; escaping a safe field leaves it as it is)."""
+    if not records:
+        return ""
+    nows = list(map(_NOW, records))
+    millis = list(map(int, map(mul, nows, repeat(1000))))  # timestamp()'s own key
+    stamp_of = {ms: timestamp(now) for ms, now in dict(zip(millis, nows, strict=True)).items()}
+    fields = list(map(_FIELDS, records))
+    middle_of = {key: _middle(level, *key) for key in set(fields)}
+    middles: Iterable[str] = (repeat(middle_of[fields[0]], len(fields)) if len(middle_of) == 1
+                              else map(middle_of.__getitem__, fields))
+    tenths = list(map(round, map(mul, map(_ELAPSED, records), repeat(10000))))  # of a ms
+    duration_of = {n: f"{n // 10}.{n % 10}ms" for n in set(tenths)}  # ints format faster
+    ids = list(map(_ID, records))
+    chosen = "".join(ids)
+    if not chosen.isprintable() or "\\" in chosen:
+        ids = list(map(escape, ids))
+    return "\n".join(map(" ".join, zip(map(stamp_of.__getitem__, millis), middles,
+                                      map(duration_of.__getitem__, tenths), ids,
+                                      strict=True))) + "\n"
+
+
+def _middle(level: str, remote_addr: str, method: str, script_name: str, path: str,
+            status: Any) -> str:
+    """A text line's fields between its time and its duration, the client's escaped."""
+    code = _CODES.get(status)
+    if code is None:
+        code = _code(status)
+    path = script_name + path
+    chosen = remote_addr + method + path
+    if not chosen.isprintable() or "\\" in chosen:
+        remote_addr, method, path = escape(remote_addr), escape(method), escape(path)
+    return f"{level} [plant_store.access] {remote_addr} {method} {path} {code}"
 
 
 def _code(status: Any) -> int:

@@ -10,7 +10,8 @@ buffer= flush=``, a ``kill -9`` loses at most the last interval's lines; a norma
 writes them all. Probes (``quiet_paths``, and paths under ``quiet_prefixes``) are logged
 only at ``log_level = debug``.
 
-One record per request: the request's thread appends the request's raw fields to a deque
+One record per request: the request's thread sets the request id on the answer
+(:mod:`plant_store.http.request_id`) and appends the request's raw fields to a deque
 (time, client address, method, mount point, path, status, duration, request id, route
 template: :data:`plant_store.events.Answered`), and that is all it does for its line and
 its metrics. Whoever drains the deque (the flusher, every ``FLUSH_INTERVAL``; a request's
@@ -21,8 +22,9 @@ then decides each line's level, or that it is quiet, and queues the lines to wri
 
 Invariants:
 
-- Every request's record is drained exactly once (``deque.popleft`` hands each to one
-  thread), and its line queued (or dropped, counted) and its count made in that one drain.
+- Every request's record is drained exactly once (drains are one at a time, and each
+  pops the records it found waiting), and its line queued (or dropped, counted) and its
+  count made in that one drain.
 - A drain and its counting hold one lock (``_draining``), writing holds another
   (``_writing``): a drain, so a count, never waits for a stream that does not take its
   lines; a scrape, which drains first, waits for a drain under way, so it counts every
@@ -35,14 +37,13 @@ Invariants:
   count reaches the files as its request is answered, whichever worker a scrape reaches;
   a worker that exits drains at exit (``flush_all``, atexit, and the servers' own stops).
 
-At most ``MAX_PENDING`` lines wait for the flusher (a few more, one per drain racing
-past the check): while their destination does not take them (a host's handler on a
-stderr nobody reads), further lines are dropped, counted by the events' ``dropped`` (the metrics),
-and one warning says how many once a flush gets through. Lines that a
-:class:`~plant_store.logs.LineQueue` refuses (``plant-store serve``'s stderr, stalled) are
-counted the same way; the queue marks the gap in the log itself, and never makes the
-flusher wait. A stop's flush (``flush_all``) waits at most ``DRAIN_TIMEOUT`` for a flush
-stuck on its destination, then leaves it.
+At most ``MAX_PENDING`` lines wait for the flusher: while their destination does not take
+them (a host's handler on a stderr nobody reads), further lines are dropped, counted by
+the events' ``dropped`` (the metrics), and one warning says how many once a flush gets
+through. Lines that a :class:`~plant_store.logs.LineQueue` refuses (``plant-store
+serve``'s stderr, stalled) are counted the same way; the queue marks the gap in the log
+itself, and never makes the flusher wait. A stop's flush (``flush_all``) waits at most
+``DRAIN_TIMEOUT`` for a flush stuck on its destination, then leaves it.
 
 In the text format every field a client chose (path, method, address, request id) has its
 control characters escaped as ``\\xNN``, so a request cannot forge or split a line.

@@ -8,6 +8,7 @@ import io
 import threading
 import types
 
+import falcon.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -221,3 +222,20 @@ def test_counting_never_waits_for_a_stalled_stream():
     finally:
         stream.released.set()
         flusher.join(5)
+
+
+def test_with_counts_in_files_each_request_is_handed_on_as_it_is_answered(tmp_path):
+    """Several processes: a scrape by another worker reads the files, so create_app has the
+    access log hand each request to the metrics as it is answered, not in batches."""
+    from plant_store.app import create_app
+    from plant_store.config import Config
+    from plant_store.tokens import StaticTokens
+
+    store = MemoryStore()
+    counted = metrics.Metrics(store, str(tmp_path))
+    told = []
+    counted.requests = told.extend  # heard instead of counted (no files here)
+    app = create_app(Config(store="memory"), store=store, tokens=StaticTokens(["t"]),
+                     metrics=counted, log_stream=io.StringIO())
+    falcon.testing.TestClient(app).simulate_get("/health")
+    assert [r[4] for r in told] == ["/health"]  # no flush, no scrape: at once

@@ -13,8 +13,9 @@ import falcon
 from plant_store.config import Config, ConfigError
 from plant_store.events import Fanout
 from plant_store.http import errors, operational
+from plant_store.http.access_log import BATCH
 from plant_store.http.auth import Tokens
-from plant_store.http.middleware import stack
+from plant_store.http.middleware import access_log_of, stack
 from plant_store.http.operational import (
     DocsAssetResource,
     DocsPageResource,
@@ -56,7 +57,10 @@ def create_app(
                           "webhooks=plant_store.webhooks.start(config, store) (and stop it "
                           "when done), or the deliveries would wait in the outbox unsent")
     events = Fanout(metrics, webhooks)
-    middleware = stack(config, tokens, events, log_stream=log_stream)
+    middleware = stack(config, tokens, events, log_stream=log_stream,
+                       batch=1 if metrics.in_files else BATCH)
+    if isinstance(metrics, Metrics):  # a scrape counts the requests not yet handed on
+        metrics.drain_before_scrape(access_log_of(middleware).drain)
     app = falcon.App(middleware=middleware)
     # Falcon's default already; said here, as the plant resources rely on it for their
     # answers' Content-Type rather than setting it on each.

@@ -9,20 +9,25 @@ here (a no-op) and one override where it is heard.
 
 The cost on the hot path is the call itself: :class:`Fanout` binds each event to its one
 subscriber's own method when only one hears it, so nothing stands between the caller and
-the subscriber (a create is one ``request`` and, webhooks on, one ``created``).
+the subscriber (a create is, webhooks on, one ``created``; the requests answered are told
+in batches, ``requests``, off the request's thread as a rule).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import falcon
+# A request answered, as the access log records it on the request's thread (raw fields,
+# nothing derived): (time.time() at the answer, client address, method, mount point
+# (SCRIPT_NAME), path (below the mount point), status as the app set it, seconds from
+# arrival to answer, request id, route template, or None when no route took it).
+Answered = tuple[float, str, str, str, str, Any, float, str, str | None]
 
 class Events:
     """The events, each heard by nobody: a subscriber overrides the ones it hears, and an
     ``Events()`` is the do-nothing default (metrics off, webhooks off, a store opened bare)."""
 
-    def request(self, req: "falcon.Request", resp: "falcon.Response", seconds: float) -> None:
-        """One request answered by the app, in ``seconds`` (the access log, every request)."""
+    def requests(self, answered: list[Answered]) -> None:
+        """Requests answered by the app, in the order they were (the access log, every
+        request, told in batches: each request once)."""
 
     def dropped(self, lines: int) -> None:
         """Access lines dropped: their destination did not take them in time."""

@@ -18,6 +18,7 @@ class Tokens(Protocol):
         """The token's label when it is valid, else None."""
 
 REALM = 'Bearer realm="plant-store"'
+PATHS_KEPT = 1024  # paths whose public check is remembered: the app's few, and some ids
 
 
 def presented(header: str | None) -> str | None:
@@ -52,12 +53,18 @@ class BearerAuth:
         self._tokens = tokens
         self._public = public_paths
         self._public_prefixes = public_prefixes
+        self._public_of: dict[str, bool] = {}  # path -> public: the check once per path
         self._preflight = preflight
         self._events = events if events is not None else Events()
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         path = req.path
-        if path in self._public or path.startswith(self._public_prefixes):
+        public = self._public_of.get(path)
+        if public is None:
+            public = path in self._public or path.startswith(self._public_prefixes)
+            if len(self._public_of) < PATHS_KEPT:  # clients choose paths: a bound
+                self._public_of[path] = public
+        if public:
             return
         if (self._preflight and req.method == "OPTIONS"
                 and "HTTP_ACCESS_CONTROL_REQUEST_METHOD" in req.env):

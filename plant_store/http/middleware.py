@@ -40,7 +40,7 @@ import falcon
 
 from plant_store.config import Config
 from plant_store.events import Events
-from plant_store.http.access_log import AccessLog
+from plant_store.http.access_log import BATCH, AccessLog
 from plant_store.http.auth import BearerAuth, Tokens
 from plant_store.http.operational import DOCS, HEALTH, INDEX, METRICS, OPENAPI, READY
 
@@ -57,14 +57,15 @@ CORS_EXPOSED = ("Link", "X-Request-ID", "WWW-Authenticate", "Retry-After", "ETag
 
 
 def stack(config: Config, tokens: Tokens, events: Events, *,
-          log_stream: TextIO | None = None) -> list[Any]:
-    """The middleware, in order, telling ``events`` of each answer (``request``), the
-    access lines dropped (``dropped``) and each 401 (``refused``)."""
+          log_stream: TextIO | None = None, batch: int = BATCH) -> list[Any]:
+    """The middleware, in order, telling ``events`` of the answers (``requests``, in
+    batches of up to ``batch``), the access lines dropped (``dropped``) and each 401
+    (``refused``). The access log is the first but for CORS: :func:`access_log_of`."""
     public = PUBLIC_PATHS | ({METRICS} if config.metrics == "public" else set())
     middleware: list[Any] = [  # falcon's middleware protocols
         AccessLog(log_stream, config.log_level, quiet_paths=QUIET_PATHS,
                   quiet_prefixes=PUBLIC_PREFIXES, log_format=config.log_format,
-                  events=events),
+                  events=events, batch=batch),
         BearerAuth(tokens, public, PUBLIC_PREFIXES, preflight=bool(config.cors_allow_origins),
                    events=events)]
     if config.require_https:
@@ -76,6 +77,11 @@ def stack(config: Config, tokens: Tokens, events: Events, *,
         middleware.insert(0, _CORS(
             allow_origins="*" if "*" in origins else origins, expose_headers=CORS_EXPOSED))
     return middleware
+
+
+def access_log_of(middleware: list[Any]) -> AccessLog:
+    """The access log among :func:`stack`'s middleware."""
+    return next(each for each in middleware if isinstance(each, AccessLog))
 
 
 class _CORS(falcon.CORSMiddleware[Any, Any]):

@@ -1,6 +1,8 @@
 """X-Request-ID: taken from the proxy when it is sane, else made here; always echoed.
 
-The access log assigns it as a request comes in (one middleware step less per request).
+The access log assigns it as the answer leaves (one middleware step less per request), in
+its own ``process_response``, inline: :meth:`RequestId.assign`'s steps, on ``prefix``,
+``counter`` and ``SANE`` (tests/unit/http/test_fast_paths.py checks that both agree).
 
 A made id is this process's random prefix and a counter: unique without a system call
 per request. A forked child (a pre-fork server's worker) draws a new prefix and starts a new
@@ -17,8 +19,8 @@ import falcon
 from plant_store.util import at_fork
 
 HEADER = "X-Request-ID"
-_ENV_KEY = "HTTP_X_REQUEST_ID"
-_SANE = re.compile(r"[A-Za-z0-9._:@/+=-]{1,200}")
+ENV_KEY = "HTTP_X_REQUEST_ID"
+SANE = re.compile(r"[A-Za-z0-9._:@/+=-]{1,200}")  # a client's id, taken as it is
 
 
 class RequestId:
@@ -30,13 +32,13 @@ class RequestId:
         _live.add(self)
 
     def _restart(self) -> None:
-        self._prefix = secrets.token_hex(6)
-        self._counter = itertools.count(1)
+        self.prefix = secrets.token_hex(6)  # this process's; a made id is prefix-count
+        self.counter = itertools.count(1)
 
     def assign(self, req: falcon.Request, resp: falcon.Response) -> str:
-        given = req.env.get(_ENV_KEY)  # not get_header: a missing header costs it a KeyError
-        request_id = given if given and _SANE.fullmatch(given) else (
-            f"{self._prefix}-{next(self._counter)}")
+        given = req.env.get(ENV_KEY)  # not get_header: a missing header costs it a KeyError
+        request_id = given if given and SANE.fullmatch(given) else (
+            f"{self.prefix}-{next(self.counter)}")
         resp.set_header(HEADER, request_id)
         return request_id
 

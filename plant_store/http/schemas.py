@@ -81,6 +81,7 @@ _new_plant = NewPlantSchema()
 _plant_update = PlantUpdateSchema()
 _new_tuple = tuple.__new__  # a Plant built in C; the named tuple's own __new__ is Python
 _ID = cast(JsonInteger, _new_plant.fields["id"])
+ID_MIN, ID_MAX = _ID.minimum, _ID.maximum  # a NewPlant's id, at least and at most
 _ID_TEXT = re.compile(r"-?[0-9]{1,19}")  # ASCII digits: no '+1', ' 1', '1_000', no Arabic-Indic
 ID_RULE = cast(str, _ID.error_messages["invalid"])  # the words for a bad id, in a body or elsewhere
 

@@ -5,10 +5,17 @@ scrape of ``GET /metrics`` reads.
 access log timed and the lines it had to drop, the token check's refusals, the plant
 resources' 503s and their causes, the webhook worker's attempts; the store's durable
 writes and compactions come through :class:`StoreTimings`, its events, given to it when it
-opens (before the metrics, which read the store). The per-request step, in one process, is
-a deque append of the request's raw fields, counted in batches (:class:`_Batch`); with
-several processes, a dict lookup of the label set's children and two additions to the
-files. Label values are looked up once per (route, method, status), not per request.
+opens (before the metrics, which read the store). The requests come in batches
+(``requests``), off the request's thread as a rule: the access log records each request as
+it is answered and hands the records on when it drains them
+(:mod:`plant_store.http.access_log` says when, and its invariants); a scrape drains first,
+through the drains the app handed over when it was built (:meth:`Metrics.drain_before_scrape`),
+so it counts every request answered before it. In one process a batch costs one label
+lookup per distinct (route, method, status), one ``inc`` per label set, and per histogram
+one addition to its sum and one to each bucket hit; with several processes
+(:attr:`Metrics.in_files`), each request is handed on as it is answered, and costs a dict
+lookup of its label set's children and two additions to the files. Label values are
+looked up once per (route, method, status), not per request.
 
 Labels stay bounded: the route is the template (``/plants/{plant_id}``), or the template
 the router would have chosen for a request refused before routing (a 401), or ``unmatched``;
@@ -24,9 +31,10 @@ at each scrape, which the PostgreSQL store's processes share, so no worker's cop
 stale when it ends. See :mod:`plant_store.serving.gunicorn_hooks` for making the directory.
 """
 
-import collections
-import threading
+import inspect
+import weakref
 from collections.abc import Callable, Iterator
+from operator import itemgetter
 from typing import Any
 
 import falcon
@@ -43,12 +51,14 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from plant_store.config import Config
-from plant_store.events import Events
+from plant_store.events import Answered, Events
 from plant_store.http.operational import ROUTES
 from plant_store.metrics import archive, prometheus_adapter
 from plant_store.stores import Store, StoreUnavailable
 from plant_store.stores.base import CAUSES
 
+# An Answered record's fields (plant_store.events.Answered)
+_ROUTE, _METHOD, _STATUS, _SECONDS = itemgetter(8), itemgetter(2), itemgetter(5), itemgetter(6)
 disable_created_metrics()  # the *_created series: a second time series per series, unused
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE",
@@ -103,6 +113,8 @@ class NoMetrics(Events):
     ``/metrics``; what the service and the servers ask of the metrics answers as
     :class:`Metrics` would, with nothing."""
 
+    in_files = False  # nothing is counted, in files or elsewhere
+
     def read_at_scrape(self, collector: Any) -> None:
         """Nothing is scraped."""
 
@@ -156,22 +168,57 @@ class Metrics(Events):
         self._outbox_registry = CollectorRegistry(auto_describe=False)  # several processes'
         self._outbox_registry.register(self._outbox)
         self._children: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self._batch = _Batch() if multiprocess_dir is None else None
+        # Several processes: a scrape, by whichever worker, reads the files, so each count
+        # must reach them as its request is answered (the access log then hands each on).
+        self.in_files = multiprocess_dir is not None
+        self._drains: list[Callable[[], Callable[[], None] | None]] = []
 
-    def request(self, req: falcon.Request, resp: falcon.Response, seconds: float) -> None:
-        """Count one answered request (the access log's step, on every request): in one
-        process, only its raw fields noted here, and counted in batches (:class:`_Batch`)."""
-        batch = self._batch
-        if batch is not None:
-            noted = batch.noted
-            noted.append((req.uri_template, req.method, resp.status, req.path, seconds))
-            if len(noted) >= batch.SIZE:
-                batch.count(self._children_for)
+    def drain_before_scrape(self, drain: Callable[[], None]) -> None:
+        """Call ``drain`` at each scrape, before counting: what hands on the requests
+        answered but not yet told (an access log's :meth:`drain`, wired when the app is
+        built); held weakly when it is a bound method, so a dropped app is not kept."""
+        self._drains.append(weakref.WeakMethod(drain) if inspect.ismethod(drain)
+                            else (lambda: drain))
+
+    def requests(self, answered: list[Answered]) -> None:
+        """Count requests answered (:data:`~plant_store.events.Answered` records): in one
+        process by label set, a batch at once; with several, each as it comes, to the
+        files."""
+        if not answered:
             return
-        # Several processes: each count must reach the files now.
-        children = self._children_for(req.uri_template, req.method, resp.status, req.path)
-        children[0].inc()
-        children[1].observe(seconds)
+        children_for = self._children_for
+        if self.in_files:
+            for _, _, method, _, path, status, seconds, _, route in answered:
+                counter, histogram = children_for(route, method, status, path)
+                counter.inc()
+                histogram.observe(seconds)
+            return
+        # The usual batch: one route and method, so one histogram; checked and counted by
+        # columns, in C (a tuple of labels per request costs more than the rest).
+        routes, methods = list(map(_ROUTE, answered)), list(map(_METHOD, answered))
+        route, method, size = routes[0], methods[0], len(answered)
+        if route is not None and routes.count(route) == size and methods.count(method) == size:
+            statuses = list(map(_STATUS, answered))
+            for status in set(statuses):
+                counter, histogram = children_for(route, method, status, "")
+                counter.inc(statuses.count(status))
+            prometheus_adapter.observe_all(histogram, list(map(_SECONDS, answered)))
+            return
+        seen: dict[tuple[Any, ...], list[float]] = {}  # label set (and path) -> seconds
+        for _, _, method, _, path, status, seconds, _, route in answered:
+            key = (route, method, status, path if route is None else "")
+            times = seen.get(key)
+            if times is None:
+                seen[key] = [seconds]
+            else:
+                times.append(seconds)
+        observed: dict[Any, list[float]] = {}  # histogram -> its requests' seconds
+        for key, times in seen.items():
+            counter, histogram = children_for(*key)
+            counter.inc(len(times))
+            observed.setdefault(histogram, []).extend(times)
+        for histogram, times in observed.items():
+            prometheus_adapter.observe_all(histogram, times)
 
     def _children_for(self, route: str | None, method: str, status: object,
                       path: str) -> tuple[Any, ...]:
@@ -228,8 +275,12 @@ class Metrics(Events):
 
     def exposition(self) -> bytes:
         """The Prometheus text of a scrape: this process's counts, or every worker's."""
-        if self._batch is not None:
-            self._batch.count(self._children_for)
+        for held in list(self._drains):
+            drain = held()
+            if drain is None:  # its app was dropped
+                self._drains.remove(held)
+            else:
+                drain()
         if self._multiprocess_dir is None:
             return generate_latest(self.registry)
         registry = CollectorRegistry(auto_describe=False)
@@ -237,58 +288,6 @@ class Metrics(Events):
         with archive.reading(self._multiprocess_dir):  # not the outbox's query
             counted = generate_latest(registry)
         return counted + generate_latest(self._outbox_registry)
-
-
-class _Batch:
-    """Requests noted but not yet counted, in a process that is the only reader of its
-    counts: the client's ``inc`` and ``observe`` cost about 1 us a request (``observe``
-    0.7 of it, a Python loop over the buckets and two lock-guarded additions); noting
-    costs a deque append of the request's raw fields (route template, method, status,
-    path, seconds), and counting a batch costs one label lookup per distinct
-    (route, method, status), one ``inc`` per label set, and per histogram one addition to
-    its sum and one to each bucket that was hit, the buckets found by bisection
-    (:func:`~plant_store.metrics.prometheus_adapter.observe_all`).
-
-    Invariants: every noted request is counted exactly once, by whichever thread drains it
-    (``deque.popleft`` hands each entry to one thread); a drain and its counting hold one
-    lock, so a scrape, which drains first, also waits for a batch another thread took but
-    had not counted yet: it counts every request answered before it; at most ``SIZE``
-    requests wait (a few more, one per thread racing past the check).
-    """
-
-    SIZE = 256
-
-    def __init__(self) -> None:
-        self.noted: collections.deque[tuple[Any, ...]] = collections.deque()
-        self._counting = threading.Lock()  # once a batch (SIZE requests) and at a scrape
-
-    def count(self, children_for: Callable[..., tuple[Any, ...]]) -> None:
-        """Count every request noted so far; ``children_for(route, method, status,
-        path)``: the (counter, histogram) children of its label set."""
-        with self._counting:
-            self._count(children_for)
-
-    def _count(self, children_for: Callable[..., tuple[Any, ...]]) -> None:
-        seen: dict[tuple[Any, ...], list[float]] = {}  # label set (and path) -> seconds
-        noted = self.noted
-        while True:
-            try:  # each entry to one thread, however many drain at once
-                route, method, status, path, seconds = noted.popleft()
-            except IndexError:
-                break
-            key = (route, method, status, path if route is None else "")
-            times = seen.get(key)
-            if times is None:
-                seen[key] = [seconds]
-            else:
-                times.append(seconds)
-        observed: dict[Any, list[float]] = {}  # histogram -> its requests' seconds
-        for key, times in seen.items():
-            counter, histogram = children_for(*key)
-            counter.inc(len(times))
-            observed.setdefault(histogram, []).extend(times)
-        for histogram, times in observed.items():
-            prometheus_adapter.observe_all(histogram, times)
 
 
 class _OutboxGauges:

@@ -47,17 +47,19 @@ class MemoryStore(Store):
         self._lock = threading.Lock()
 
     def create(self, plant: Plant, webhooks: Sequence[str] = ()) -> tuple[Plant, bool]:
+        plant_id, name, tag = plant
         with self._lock:
-            stored = self._plants.get(plant.id)
+            stored = self._plants.get(plant_id)
             if stored is None:
-                seq = self._order.add(plant.id)
-                self._plants[plant.id] = (seq, 0, plant.name, plant.tag)
-                self._tags.add(plant.tag, seq, plant.id)
+                seq = self._order.append(plant_id)
+                self._plants[plant_id] = (seq, 0, name, tag)
+                if tag is not None:
+                    self._tags.append(tag, seq, plant_id)
                 if webhooks:
                     for delivery in deliveries_for(plant, tuple(webhooks)):
                         self._outbox.add(delivery)
                 return plant, True
-        return replay(Plant(plant.id, *stored[2:]), plant), False
+        return replay(Plant(plant_id, *stored[2:]), plant), False
 
     def update(self, plant: Plant,
                condition: Preconditions | None = None) -> tuple[Versioned, bool] | None:

@@ -31,6 +31,16 @@ class CreationOrder:
         self._dead: set[int] = set()  # sequence numbers of tombstones
         self.next_seq = max(next_seq, self._seqs[-1] + 1 if self._seqs else 0)
 
+    def append(self, plant_id: int) -> int:
+        """Append ``plant_id`` at the next sequence number, and return it: a create's step,
+        :meth:`add` without its argument and branches (a create's store work is a handful
+        of these steps, so each counts)."""
+        seq = self.next_seq
+        self._ids.append(plant_id)  # first: an id beyond int64 fails here, changing nothing
+        self._seqs.append(seq)
+        self.next_seq = seq + 1
+        return seq
+
     def add(self, plant_id: int, seq: int | None = None) -> int:
         """Append ``plant_id`` (at ``seq`` when replaying one or undoing a delete); return
         its sequence number."""
@@ -89,6 +99,17 @@ class TagIndex:
             if order is None:
                 order = self._orders[tag] = CreationOrder()
             order.add(plant_id, seq)
+
+    def append(self, tag: str, seq: int, plant_id: int) -> None:
+        """:meth:`add` for a create: ``seq`` is the store's next sequence number, so it is
+        past every one of ``tag``'s, and the plant is appended to its order directly
+        (:meth:`CreationOrder.append`'s steps, at ``seq``)."""
+        order = self._orders.get(tag)
+        if order is None:
+            order = self._orders[tag] = CreationOrder()
+        order._ids.append(plant_id)
+        order._seqs.append(seq)
+        order.next_seq = seq + 1
 
     def remove(self, tag: str | None, seq: int) -> None:
         order = None if tag is None else self._orders.get(tag)

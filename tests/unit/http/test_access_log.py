@@ -98,10 +98,38 @@ _FIELD = st.text(max_size=12)
 @given(st.lists(st.tuples(
     st.floats(1.7e9, 1.8e9), st.sampled_from(["INFO", "DEBUG"]), _FIELD, _FIELD, _FIELD,
     st.sampled_from(["200 OK", "404 Not Found", 201, falcon.HTTP_503, HTTPStatus.CONFLICT]),
-    st.floats(0, 100), _FIELD), max_size=20))
-def test_a_batch_is_formatted_as_each_line_was_alone(entries):
+    st.floats(0, 100), _FIELD), max_size=20), st.sampled_from(["", "/api", "/a\nb"]))
+def test_a_batch_is_formatted_as_each_line_was_alone(entries, script_name):
+    """The access log queues (level, record) lines, the record as the request's thread
+    made it (the mount point apart from the path); the text is each line's of before."""
     access = AccessLog(io.StringIO(), "info", frozenset())
-    assert access._text(entries) == "".join(map(_one_line, entries))
+    lines = [(level, (now, remote_addr, method, script_name, path, status, elapsed,
+                      request_id, None))
+             for now, level, remote_addr, method, path, status, elapsed, request_id in entries]
+    assert access._text(lines) == "".join(
+        _one_line((now, level, remote_addr, method, script_name + path, *rest))
+        for now, level, remote_addr, method, path, *rest in entries)
+
+
+_FEW = st.sampled_from(["/plants", "127.0.0.1", "POST", "a\nb", "c\\d", "é"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["INFO", "DEBUG"]), st.lists(st.tuples(
+    st.floats(1.7e9, 1.7e9 + 0.01), _FEW, _FEW, _FEW,
+    st.sampled_from(["200 OK", "409 Conflict"]),
+    st.floats(0, 0.01) | st.sampled_from([0.00005, 0.00015, 0.00025]), _FEW | _FIELD),
+    min_size=1, max_size=300), st.sampled_from(["", "/api"]))
+def test_a_batch_at_one_level_is_formatted_as_each_line_was_alone(level, entries, script_name):
+    """The usual batch: one level, the same few clients and paths, times within a few
+    milliseconds, durations at and between tenths: formatted by columns, as each alone."""
+    access = AccessLog(io.StringIO(), "info", frozenset())
+    lines = [(level, (now, remote_addr, method, script_name, path, status, elapsed,
+                      request_id, None))
+             for now, remote_addr, method, path, status, elapsed, request_id in entries]
+    assert access._text(lines) == "".join(
+        _one_line((now, level, remote_addr, method, script_name + path, *rest))
+        for now, remote_addr, method, path, *rest in entries)
 
 
 class _Stalled(io.StringIO):

@@ -115,3 +115,27 @@ def test_only_spaces_and_tabs_surround_a_token(app, token, around):
     before, after = around
     assert_error(post(app, f"Bearer {before}{token}{after}"), 401)
     assert post(app, f"Bearer \t{token} \t").status_int == 200
+
+
+def test_the_public_check_remembered_per_path_is_bounded_and_answers_as_before(monkeypatch):
+    """The public check is made once per path string and remembered for PATHS_KEPT paths;
+    past them it is made each time: a client that sends endless paths costs no memory."""
+    from plant_store.http import auth
+
+    monkeypatch.setattr(auth, "PATHS_KEPT", 8)
+    check = BearerAuth(_NoTokens(), frozenset({"/health"}), ("/docs/",))
+    paths = [f"/plants/{n}" for n in range(20)] + ["/health", "/docs/a.css", "/docsx"] * 2
+    for path in paths:
+        req = falcon.Request(falcon.testing.create_environ(path=path))
+        public = path == "/health" or path.startswith("/docs/")
+        if public:
+            check.process_request(req, falcon.Response())
+        else:
+            with pytest.raises(falcon.HTTPUnauthorized):
+                check.process_request(req, falcon.Response())
+    assert len(check._public_of) == 8
+
+
+class _NoTokens:
+    def verify(self, token):
+        return None

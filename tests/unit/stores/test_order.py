@@ -74,3 +74,57 @@ def test_an_id_beyond_int64_changes_nothing():
     with pytest.raises(OverflowError):
         subject.add(2**63)
     assert list(subject) == [(0, 1)] and subject.next_seq == 1
+
+
+def test_an_id_beyond_int64_changes_nothing_when_appended():
+    subject = CreationOrder()
+    subject.append(1)
+    with pytest.raises(OverflowError):
+        subject.append(2**63)
+    assert list(subject) == [(0, 1)] and subject.next_seq == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=ops, start=st.integers(0, 400), limit=st.integers(1, 50))
+def test_the_creates_fast_append_is_add_without_a_seq(ops, start, limit):
+    """CreationOrder.append (a create's) against add(plant_id), through any deletes and undos."""
+    fast, slow = CreationOrder(), CreationOrder()
+    for op, value in ops:
+        if op == "add":
+            assert fast.append(value) == slow.add(value)
+        elif op == "remove" and len(slow):
+            seq = sorted(dict(slow))[value % len(slow)]
+            fast.remove(seq)
+            slow.remove(seq)
+    assert list(fast) == list(slow) and fast.next_seq == slow.next_seq
+    assert fast.page(start, limit) == slow.page(start, limit)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["create", "retag", "remove"]),
+                              st.sampled_from(["a", "b", "c"]), st.integers(0, 10**6)),
+                    max_size=200))
+def test_a_tags_fast_append_is_add_at_the_stores_next_seq(ops):
+    """TagIndex.append (a create's, at the store's next seq) against TagIndex.add, through
+    retags and deletes as the memory store makes them."""
+    fast, slow = order.TagIndex(), order.TagIndex()
+    tags: dict[int, str] = {}  # seq -> tag
+    next_seq = 0
+    for op, tag, value in ops:
+        if op == "create":
+            fast.append(tag, next_seq, value)
+            slow.add(tag, next_seq, value)
+            tags[next_seq] = tag
+            next_seq += 1
+        elif tags:
+            seq = sorted(tags)[value % len(tags)]
+            for index in (fast, slow):
+                index.remove(tags[seq], seq)
+                if op == "retag":
+                    index.add(tag, seq, value)
+            if op == "retag":
+                tags[seq] = tag
+            else:
+                del tags[seq]
+    for tag in ("a", "b", "c"):
+        assert fast.page(tag, 0, 10**6) == slow.page(tag, 0, 10**6)

@@ -13,7 +13,6 @@ import falcon
 from plant_store.config import Config, ConfigError
 from plant_store.events import Fanout
 from plant_store.http import errors, operational
-from plant_store.http.access_log import BATCH
 from plant_store.http.auth import Tokens
 from plant_store.http.middleware import access_log_of, stack
 from plant_store.http.operational import (
@@ -58,7 +57,7 @@ def create_app(
                           "when done), or the deliveries would wait in the outbox unsent")
     events = Fanout(metrics, webhooks)
     middleware = stack(config, tokens, events, log_stream=log_stream,
-                       batch=1 if metrics.in_files else BATCH)
+                       count_each=metrics.in_files)
     if isinstance(metrics, Metrics):  # a scrape counts the requests not yet handed on
         metrics.drain_before_scrape(access_log_of(middleware).drain)
     app = falcon.App(middleware=middleware)

@@ -14,11 +14,14 @@ One record per request: the request's thread sets the request id on the answer
 (:mod:`plant_store.http.request_id`) and appends the request's raw fields to a deque
 (time, client address, method, mount point, path, status, duration, request id, route
 template: :data:`plant_store.events.Answered`), and that is all it does for its line and
-its metrics. Whoever drains the deque (the flusher, every ``FLUSH_INTERVAL``; a request's
-thread once ``batch`` requests wait, so they stay bounded when the flusher is slow or its
-stream stalls; a scrape of the metrics, which is handed :meth:`AccessLog.drain` when the app
-is built) hands the records to the events at once (``requests``: the metrics count them),
-then decides each line's level, or that it is quiet, and queues the lines to write.
+its metrics. The flusher drains the deque every ``FLUSH_INTERVAL``, and a scrape of the
+metrics first (it is handed :meth:`AccessLog.drain` when the app is built): a drain hands
+the records to the events at once (``requests``: the metrics count them), then decides
+each line's level, or that it is quiet, and queues the lines to write. A request's thread
+drains only once ``batch`` records wait (BATCH, 10,000: the flusher starved), so memory
+stays bounded; draining there every 256 requests made granian's p99 grow with the run, 5
+to 50 ms over 1.3 million creates (while 3.7 ms without), and cost a fifth of the
+throughput at every request (bench/README.rst, issue 52).
 
 Invariants:
 
@@ -31,11 +34,12 @@ Invariants:
   request answered before it.
 - At most ``batch`` records wait to be drained (a few more, one per thread racing past the
   check), and at most ``max_pending`` lines to be written.
+- ``count_each`` (several processes, the metrics in files): each request is told to the
+  events on its own thread as it is answered, and drains tell them of none, so each count
+  reaches the files at once, whichever worker a scrape reaches; a worker that exits
+  drains (its lines) at exit (``flush_all``, atexit, and the servers' own stops).
 - Lines are written in the order their requests were answered (drains and writes are each
   one at a time, and a drain queues its lines in its records' order).
-- Several processes (the metrics in files): the metrics ask for ``batch = 1``, so each
-  count reaches the files as its request is answered, whichever worker a scrape reaches;
-  a worker that exits drains at exit (``flush_all``, atexit, and the servers' own stops).
 
 At most ``MAX_PENDING`` lines wait for the flusher: while their destination does not take
 them (a host's handler on a stderr nobody reads), further lines are dropped, counted by
@@ -85,7 +89,7 @@ from plant_store.util import at_fork
 
 FLUSH_INTERVAL = 0.05  # seconds; a small batch holds the GIL briefly, which keeps p99 down
 MAX_PENDING = 10_000  # lines waiting for the flusher: some 4 MB, 2 s at 5,000 requests/s
-BATCH = 256  # requests' records waiting to be drained, at most: some 50 KB
+BATCH = 10_000  # requests' records waiting to be drained, at most: some 2 MB
 LOGGER = logging.getLogger("plant_store.access")
 log = logging.getLogger("plant_store.logs")
 _LEVELS = {"INFO": logging.INFO, "DEBUG": logging.DEBUG}
@@ -104,15 +108,19 @@ class AccessLog:
         self, stream: TextIO | None, log_level: str, quiet_paths: frozenset[str],
         quiet_prefixes: tuple[str, ...] = (), log_format: str = "text",
         events: Events | None = None, max_pending: int = MAX_PENDING, batch: int = BATCH,
+        count_each: bool = False,
     ) -> None:
         """``events``: told every request answered, logged or not (``requests``: the
         metrics count them), and of access lines dropped (``dropped``); ``batch``: how many
-        requests' records may wait to be drained (1: each is drained as it is answered)."""
+        requests' records may wait to be drained before a request's thread drains them;
+        ``count_each``: the events are told of each request on its thread as it is
+        answered (the metrics of several processes), not when its record is drained."""
         self._json = log_format == "json"
         self._ids = RequestId()
         self._stream = stream
         self._answered: collections.deque[Answered] = collections.deque()
         self._batch = batch
+        self._count_each = count_each
         self._lines: collections.deque[tuple[str, Answered]] = collections.deque()  # level
         self._max_pending = max_pending
         self._dropped = 0  # lines dropped since the last flush, for want of room
@@ -145,11 +153,13 @@ class AccessLog:
         # The raw fields only, from the WSGI environ itself (Falcon's remote_addr, root_path
         # and status_code each cost more than the rest of this step); a drain does the rest.
         answered = self._answered
-        answered.append((
-            time.time(), env.get("REMOTE_ADDR", "127.0.0.1"), req.method,
-            env.get("SCRIPT_NAME", ""), req.path, resp.status, elapsed, request_id,
-            req.uri_template))
-        if len(answered) >= self._batch:  # the flusher does not keep up: drain here
+        record = (time.time(), env.get("REMOTE_ADDR", "127.0.0.1"), req.method,
+                  env.get("SCRIPT_NAME", ""), req.path, resp.status, elapsed, request_id,
+                  req.uri_template)
+        answered.append(record)
+        if self._count_each:  # several processes: the files have it now
+            self._events.requests([record])
+        if len(answered) >= self._batch:  # the flusher is starved: drain here
             self.drain()
 
     def drain(self) -> None:
@@ -164,8 +174,9 @@ class AccessLog:
             # popleft ``waiting`` times, in C: only a drain pops, one at a time, so each of
             # them is there (and a record appended meanwhile waits for the next drain).
             records: list[Answered] = list(starmap(answered.popleft, repeat((), waiting)))
-            with contextlib.suppress(Exception):  # a failing count costs no line
-                self._events.requests(records)
+            if not self._count_each:
+                with contextlib.suppress(Exception):  # a failing count costs no line
+                    self._events.requests(records)
             self._queue_lines(records)
 
     def _queue_lines(self, records: list[Answered]) -> None:

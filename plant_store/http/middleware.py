@@ -40,7 +40,7 @@ import falcon
 
 from plant_store.config import Config
 from plant_store.events import Events
-from plant_store.http.access_log import BATCH, AccessLog
+from plant_store.http.access_log import AccessLog
 from plant_store.http.auth import BearerAuth, Tokens
 from plant_store.http.operational import DOCS, HEALTH, INDEX, METRICS, OPENAPI, READY
 
@@ -57,15 +57,16 @@ CORS_EXPOSED = ("Link", "X-Request-ID", "WWW-Authenticate", "Retry-After", "ETag
 
 
 def stack(config: Config, tokens: Tokens, events: Events, *,
-          log_stream: TextIO | None = None, batch: int = BATCH) -> list[Any]:
+          log_stream: TextIO | None = None, count_each: bool = False) -> list[Any]:
     """The middleware, in order, telling ``events`` of the answers (``requests``, in
-    batches of up to ``batch``), the access lines dropped (``dropped``) and each 401
-    (``refused``). The access log is the first but for CORS: :func:`access_log_of`."""
+    batches, or each as it is answered with ``count_each``), the access lines dropped
+    (``dropped``) and each 401 (``refused``). The access log is the first but for CORS:
+    :func:`access_log_of`."""
     public = PUBLIC_PATHS | ({METRICS} if config.metrics == "public" else set())
     middleware: list[Any] = [  # falcon's middleware protocols
         AccessLog(log_stream, config.log_level, quiet_paths=QUIET_PATHS,
                   quiet_prefixes=PUBLIC_PREFIXES, log_format=config.log_format,
-                  events=events, batch=batch),
+                  events=events, count_each=count_each),
         BearerAuth(tokens, public, PUBLIC_PREFIXES, preflight=bool(config.cors_allow_origins),
                    events=events)]
     if config.require_https:

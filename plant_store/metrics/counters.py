@@ -85,7 +85,7 @@ def for_config(config: Config, store: Store, multiprocess_dir: str | None = None
     if config.metrics == "off":
         return NoMetrics()
     return Metrics(store, multiprocess_dir,
-                   timings if isinstance(timings, StoreTimings) else None)
+                   timings if isinstance(timings, StoreTimings) else None, config.url_prefix)
 
 
 class StoreTimings(Events):
@@ -126,10 +126,12 @@ class Metrics(Events):
     content_type = CONTENT_TYPE_LATEST  # of the exposition
 
     def __init__(self, store: Store, multiprocess_dir: str | None = None,
-                 timings: "StoreTimings | None" = None) -> None:
+                 timings: "StoreTimings | None" = None, url_prefix: str = "") -> None:
         """``timings``: what ``store`` was opened with as its observer (its writes and
-        compactions, counted here too); a store opened without them reports to none."""
+        compactions, counted here too); a store opened without them reports to none.
+        ``url_prefix``: the setting, taken off the paths of requests the server refused."""
         self._store = store
+        self._url_prefix = url_prefix
         self.timings = timings if timings is not None else StoreTimings()
         self._multiprocess_dir = multiprocess_dir
         self.registry = registry = CollectorRegistry(auto_describe=True)
@@ -250,11 +252,14 @@ class Metrics(Events):
         return (found[3] or UNMATCHED) if found else UNMATCHED  # a match has its template
 
     def refused_by_server(self, method: str, path: str, status: int) -> None:
-        """A request the server answered itself (waitress's 400, 413, 431, 501; granian's 413),
-        which the
-        app never saw: counted under the route its path names, if any; not timed."""
-        method = method if method in METHODS else "OTHER"
-        self._requests.labels(self._route_of(path), method, str(status)).inc()
+        """A request the server answered itself (waitress's 400, 413, 431, 501; granian's
+        413), which the app never saw: counted under the route its path names, if any, as
+        the app would name it (under ``url_prefix``, without it: the hostile pass on issue
+        52 found ``POST /api/plants`` counted as ``unmatched``); not timed."""
+        prefix = self._url_prefix
+        if prefix and (path == prefix or path.startswith(prefix + "/")):
+            path = path[len(prefix):] or "/"
+        self._children_for(None, method, status, path)[0].inc()
 
     def refused(self, reason: str) -> None:
         self._refused.labels(reason).inc()

@@ -95,3 +95,20 @@ def test_batched_counting_gives_what_the_client_counts_one_request_at_a_time():
     assert [s.value for s in requests.samples if s.name.endswith("_total")] == [2000]
 
 
+
+
+@pytest.mark.parametrize("url_prefix", ["", "/api"])
+def test_requests_the_server_refused_are_counted_under_the_route_the_app_would_name(
+        url_prefix):
+    """Waitress's and granian's own refusals (a 413 before the app): under ``url_prefix``
+    the path still carries the prefix, which the hostile pass on issue 52 found counted as
+    ``unmatched`` while the app counted its own 401 there as ``/plants``."""
+    counted = for_config(Config(url_prefix=url_prefix), MemoryStore())
+    counted.refused_by_server("POST", f"{url_prefix}/plants", 413)
+    counted.refused_by_server("BREW", f"{url_prefix}/plants/7", 413)  # a method of its own
+    counted.refused_by_server("POST", "/elsewhere", 400)
+    scraped = samples(counted.exposition().decode())
+    total = "plant_store_http_requests_total"
+    assert value(scraped, total, route="/plants", method="POST", status="413") == 1
+    assert value(scraped, total, route="/plants/{plant_id}", method="OTHER", status="413") == 1
+    assert value(scraped, total, route="unmatched", method="POST", status="400") == 1

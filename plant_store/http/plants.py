@@ -277,38 +277,17 @@ def read_object(req: falcon.Request, max_body: int, shape: str) -> dict[str, Any
         raise falcon.HTTPBadRequest(description=f"The request body is {exc}.") from None
 
 
-def read_plain_object(req: falcon.Request, max_body: int, shape: str) -> dict[str, Any]:
-    """:func:`read_object` for the usual request (``Content-Type: application/json``
-    exactly, a Content-Length of plain digits within the limit, the whole body there, a JSON
-    object): the body read from the server's stream at once, without Falcon's
-    ``bounded_stream`` and header properties (about 1 us a create). Anything else, what
-    was read handed back as the stream, goes through :func:`read_object`, so every answer
-    but the usual one is its own; tests/unit/http/test_fast_paths.py checks both agree."""
-    env = req.env
-    length = env.get("CONTENT_LENGTH")
-    if (env.get("CONTENT_TYPE") == falcon.MEDIA_JSON and length and length.isascii()
-            and length.isdigit() and 0 < (size := int(length)) <= max_body):
-        # As read_object reads: all there is of a body its server ends, else the length.
-        stream = env["wsgi.input"]
-        body = stream.read(max_body + 1 if env.get("wsgi.input_terminated") else size)
-        if len(body) == size:
-            try:  # not contextlib.suppress: its object and calls cost 0.3 us a create
-                return json_object(body, shape)
-            except NotAnObject:
-                pass
-        # read_object reads it again (both of its ways) and says what is wrong.
-        req.stream = env["wsgi.input"] = io.BytesIO(body)
-    return read_object(req, max_body, shape)
-
-
 def read_new_plant(req: falcon.Request, max_body: int) -> Plant | None:
     """The usual create's body as its Plant, read, parsed and checked in one step:
-    :func:`read_plain_object`'s usual request, a body orjson parses to an object, and
+    the usual request (``Content-Type: application/json`` exactly, a Content-Length of
+    plain digits within the limit, the whole body there, read from the server's stream at
+    once, without Falcon's ``bounded_stream`` and header properties), a body orjson parses
+    to an object, and
     :func:`~plant_store.http.schemas.load_new_plant`'s plainly valid document, each test
     theirs. None for anything else, what was read handed back as the stream, so that
     ``load_new_plant(read_object(...))`` reads it again and gives every other answer
     (tests/unit/http/test_fast_paths.py checks that both ways agree on any request): the
-    usual create costs one call here rather than three (``read_plain_object``,
+    usual create costs one call here rather than three (``read_object``'s read,
     ``json_object``, ``load_new_plant``)."""
     env = req.env
     length = env.get("CONTENT_LENGTH")

@@ -1,6 +1,8 @@
-"""An app that writes its access log to a stream, and the lines once flushed."""
+"""An app that writes its access log to a stream, and the lines once flushed; a stream that
+stalls."""
 
 import io
+import threading
 import time
 
 import webtest
@@ -26,3 +28,16 @@ def lines_when(stream, count):
         assert time.monotonic() < deadline, f"expected {count} access lines, got {lines}"
         time.sleep(0.02)
     return lines
+
+
+class Stalled(io.StringIO):
+    """A destination that takes nothing until released, as a stderr nobody reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.entered, self.released = threading.Event(), threading.Event()
+
+    def write(self, text):
+        self.entered.set()
+        assert self.released.wait(10)
+        return super().write(text)

@@ -21,7 +21,7 @@ from plant_store.http.access_log import FLUSH_INTERVAL, AccessLog, flush_all
 from plant_store.logs import FORMAT, LineQueue, TextFormatter, escape, timestamp
 from plant_store.metrics import for_config
 from plant_store.stores import MemoryStore
-from support.access_logs import lines_when, logged_app
+from support.access_logs import Stalled, lines_when, logged_app
 
 
 def test_one_line_per_request_without_token_or_body(tokens, token):
@@ -132,22 +132,9 @@ def test_a_batch_at_one_level_is_formatted_as_each_line_was_alone(level, entries
         for now, remote_addr, method, path, *rest in entries)
 
 
-class _Stalled(io.StringIO):
-    """A destination that takes nothing until released, as a stderr nobody reads."""
-
-    def __init__(self):
-        super().__init__()
-        self.entered, self.released = threading.Event(), threading.Event()
-
-    def write(self, text):
-        self.entered.set()
-        assert self.released.wait(10)
-        return super().write(text)
-
-
 def test_lines_waiting_for_a_stalled_destination_are_bounded_and_counted(caplog):
     # Issue 42, finding 5: every line waited, without bound, for a stderr nobody read.
-    stream, dropped = _Stalled(), []
+    stream, dropped = Stalled(), []
     access = AccessLog(stream, "info", frozenset(), events=_Dropped(dropped), max_pending=50)
     app = falcon.App(middleware=[access])
     client = falcon.testing.TestClient(app)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from marshmallow import ValidationError
 
 from plant_store.http.access_log import AccessLog
-from plant_store.http.plants import PlantsResource, read_new_plant, read_object, read_plain_object
+from plant_store.http.plants import PlantsResource, read_new_plant, read_object
 from plant_store.http.schemas import PlantSchema, describe, load_new_plant
 from plant_store.stores import MemoryStore
 from plant_store.stores.records import Plant
@@ -64,21 +64,6 @@ def outcome(read, sent, header, content_type, terminated):
         return "ok", read(falcon.Request(env), MAX_BODY, "a NewPlant")
     except falcon.HTTPError as exc:
         return exc.status, exc.description
-
-
-@SETTINGS
-@given(request=requests())
-def test_the_plain_read_answers_as_read_object(request):
-    _, sent, header, content_type, terminated = request
-    assert (outcome(read_plain_object, sent, header, content_type, terminated)
-            == outcome(read_object, sent, header, content_type, terminated))
-
-
-@pytest.mark.parametrize("terminated", [False, True])
-def test_the_usual_create_takes_the_plain_read(terminated):
-    body = b'{"id": 1, "name": "Fern"}'
-    assert outcome(read_plain_object, body, str(len(body)), "application/json",
-                   terminated) == ("ok", {"id": 1, "name": "Fern"})
 
 
 def new_plant_the_long_way(req, max_body, shape):

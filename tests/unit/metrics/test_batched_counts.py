@@ -17,6 +17,7 @@ from plant_store import metrics
 from plant_store.events import Events, Fanout
 from plant_store.http.access_log import AccessLog
 from plant_store.stores import MemoryStore
+from support.access_logs import Stalled
 from support.metrics import samples
 
 ROUTED = st.tuples(st.sampled_from(["/plants", "/plants/{plant_id}", "/health"]),
@@ -185,23 +186,10 @@ def test_a_scrape_waits_for_a_batch_another_thread_took_but_has_not_counted():
         ("method", "POST"), ("route", "/plants"), ("status", "200")))] == 1
 
 
-class _Stalled(io.StringIO):
-    """A destination that takes nothing until released, as a stderr nobody reads."""
-
-    def __init__(self):
-        super().__init__()
-        self.entered, self.released = threading.Event(), threading.Event()
-
-    def write(self, text):
-        self.entered.set()
-        assert self.released.wait(10)
-        return super().write(text)
-
-
 def test_counting_never_waits_for_a_stalled_stream():
     """The flusher stuck in a write holds the writing lock, not the draining one: requests
     go on being counted, in batches on their own threads and at a scrape."""
-    counted, stream = metrics.Metrics(MemoryStore()), _Stalled()
+    counted, stream = metrics.Metrics(MemoryStore()), Stalled()
     access = AccessLog(stream, "info", frozenset(), events=counted, batch=10, max_pending=5)
     counted.drain_before_scrape(access.drain)
     flusher = threading.Thread(target=access.flush)

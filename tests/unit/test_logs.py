@@ -7,7 +7,10 @@ import os
 import threading
 import time
 
-from plant_store.logs import FORMAT, JsonFormatter, LineQueue, TextFormatter
+from hypothesis import given
+from hypothesis import strategies as st
+
+from plant_store.logs import FORMAT, JsonFormatter, LineQueue, TextFormatter, pieces
 
 F_SETPIPE_SZ = 1031  # Linux's fcntl commands (not in Python's fcntl before 3.10 on all builds)
 F_GETPIPE_SZ = 1032
@@ -98,3 +101,15 @@ def test_the_gap_is_closed_by_the_next_line_taken_and_marked_in_the_logs_format(
         ("WARNING", "log lines dropped from here on"),
         ("WARNING", f"{dropped} log lines were dropped")]
     assert lines[-2] == json.dumps(notices[1], separators=(",", ":"))  # just before it
+
+
+@given(st.lists(st.binary(max_size=300).map(lambda b: b.replace(b"\n", b"") + b"\n"),
+                max_size=60), st.integers(16, 512))
+def test_the_writer_writes_whole_lines_of_at_most_pipe_buf_a_write(lines, size):
+    data = b"".join(lines)
+    written = list(pieces(data, size))
+    assert b"".join(written) == data
+    for piece in written:
+        assert piece.endswith(b"\n")
+        assert len(piece) <= size or piece.count(b"\n") == 1  # a longer line: alone
+

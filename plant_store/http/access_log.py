@@ -283,7 +283,11 @@ class AccessLog:
                     self._emit(entry)
             return
         if stream is not self._stream:  # the root's handler: its level still applies
-            lines = [e for e in lines if LOGGER.isEnabledFor(_LEVELS[e[0]])]
+            # Asked once per level in the batch, not once per line (a call per request).
+            enabled = {level: LOGGER.isEnabledFor(_LEVELS[level])
+                       for level in set(map(_LEVEL, lines))}
+            if not all(enabled.values()):
+                lines = [e for e in lines if enabled[e[0]]]
         try:
             taken = stream.write(self._format(lines))
             stream.flush()

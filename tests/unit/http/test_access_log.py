@@ -5,6 +5,7 @@ import io
 import os
 import threading
 import time
+import types
 from http import HTTPStatus
 
 import falcon
@@ -192,3 +193,34 @@ class _Dropped(Events):
 
     def __init__(self, into):
         self.dropped = into.append
+
+
+def test_lines_written_to_the_servers_own_handler_keep_its_level(monkeypatch):
+    """Through logs.configure's handler (plant-store serve's), written straight to its
+    stream: the root's level still decides, asked once per level in a batch."""
+    import logging
+    import sys
+
+    from plant_store import logs
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level, logs._own
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    try:
+        logs.configure("info")
+        access = AccessLog(None, "debug", frozenset({"/health"}))
+        for path in ("/plants", "/health", "/plants/1"):  # /health: quiet, DEBUG
+            req = types.SimpleNamespace(
+                env={"REMOTE_ADDR": "10.0.0.1"}, method="GET", path=path,
+                uri_template=path, context=types.SimpleNamespace())
+            resp = types.SimpleNamespace(status="200 OK", set_header=lambda name, value: None)
+            access.process_request(req, resp)
+            access.process_response(req, resp, None, True)
+        access.flush()
+        written = stream.getvalue().splitlines()
+        assert [line.split()[6] for line in written] == ["/plants", "/plants/1"]
+        assert all(" INFO [plant_store.access] " in line for line in written)
+    finally:
+        root.handlers[:], logs._own = saved[0], saved[2]
+        root.setLevel(saved[1])

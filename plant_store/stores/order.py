@@ -102,14 +102,13 @@ class TagIndex:
 
     def append(self, tag: str, seq: int, plant_id: int) -> None:
         """:meth:`add` for a create: ``seq`` is the store's next sequence number, so it is
-        past every one of ``tag``'s, and the plant is appended to its order directly
-        (:meth:`CreationOrder.append`'s steps, at ``seq``)."""
+        past every one of ``tag``'s, and the tag's order goes on from there
+        (:meth:`CreationOrder.append`)."""
         order = self._orders.get(tag)
         if order is None:
             order = self._orders[tag] = CreationOrder()
-        order._ids.append(plant_id)
-        order._seqs.append(seq)
-        order.next_seq = seq + 1
+        order.next_seq = seq
+        order.append(plant_id)
 
     def remove(self, tag: str | None, seq: int) -> None:
         order = None if tag is None else self._orders.get(tag)

@@ -4,12 +4,16 @@ JSON-file stores' (tests/unit/http/test_plant_update.py), PostgreSQL's
 (tests/postgres/test_plant_update_webtest_pg.py). Over real HTTP:
 tests/integration/test_plant_update_http.py."""
 
+import io
 import json
 import os
 import re
 
 import pytest
+import webtest
 
+from plant_store.app import create_app
+from plant_store.config import Config
 from plant_store.http import etags
 from plant_store.http.schemas import PlantUpdateSchema
 from plant_store.stores.records import Plant
@@ -19,6 +23,18 @@ from support.openapi import resolve
 # A version, strong: three parts. The memory and JSON-file stores: epoch (hex), create,
 # revision; PostgreSQL: position, revision, the last write's stamp (16 hex digits).
 STRONG = re.compile(r'"[0-9a-f]+\.[0-9]+\.[0-9a-f]+"')
+
+
+def served(opened, tokens, token, /, **settings):
+    """The suite's app on the ``opened`` store (``settings``: the Config's, ``store``
+    included): pages of two, bodies of at most 1 KiB, through WebTest with the token sent;
+    the store as its ``.store``."""
+    config = Config(page_size=2, max_body_size=1024, **settings)
+    test_app = webtest.TestApp(
+        create_app(config, store=opened, tokens=tokens, log_stream=io.StringIO()),
+        extra_environ={"HTTP_AUTHORIZATION": f"Bearer {token}"})
+    test_app.store = opened
+    return test_app
 
 
 def put(app, plant_id, body, *, headers=None, content_type="application/json"):

@@ -58,6 +58,17 @@ def waiting_backends(server, event="SyncRep"):
             "SELECT pid FROM pg_stat_activity WHERE wait_event = %s", [event])]
 
 
+def waiting_for_the_standby(server, work):
+    """``work`` begun in a thread (:func:`in_thread`), once its commit waits for a
+    synchronous standby (within 2 s): the thread, its outcome's box, and the waiting
+    backends' pids."""
+    thread, box = in_thread(work)
+    deadline = time.monotonic() + 2
+    while not (waiting := waiting_backends(server)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return thread, box, waiting
+
+
 def in_thread(work):
     box = []
     thread = threading.Thread(target=lambda: box.append(_outcome(work)))
@@ -95,11 +106,8 @@ def test_a_commit_the_standby_never_confirms_is_503_unknown_within_the_deadline(
 def test_a_cancelled_wait_for_the_standby_is_never_acknowledged(lonely, url):
     with PostgresStore(url, timeout=3) as store:
         standby(lonely, "nobody")
-        thread, box = in_thread(lambda: store.create(Plant(2, "Pilea")))
-        deadline = time.monotonic() + 2
-        while not waiting_backends(lonely) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        [pid] = waiting_backends(lonely)
+        thread, box, [pid] = waiting_for_the_standby(
+            lonely, lambda: store.create(Plant(2, "Pilea")))
         with lonely.connect(autocommit=True) as conn:
             conn.execute("SELECT pg_cancel_backend(%s)", [pid])  # success, with a WARNING
         thread.join(10)
@@ -111,12 +119,10 @@ def test_a_cancelled_wait_for_the_standby_is_never_acknowledged(lonely, url):
 def test_a_session_ended_after_its_commit_is_unknown_not_not_created(lonely, url):
     with PostgresStore(url, timeout=2) as store:
         standby(lonely, "nobody")
-        thread, box = in_thread(lambda: store.create(Plant(3, "Calathea")))
-        deadline = time.monotonic() + 2
-        while not waiting_backends(lonely) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        thread, box, waiting = waiting_for_the_standby(
+            lonely, lambda: store.create(Plant(3, "Calathea")))
         with lonely.connect(autocommit=True) as conn:
-            for pid in waiting_backends(lonely):
+            for pid in waiting:
                 conn.execute("SELECT pg_terminate_backend(%s)", [pid])
         thread.join(10)
         [outcome] = box

@@ -84,7 +84,8 @@ def timed(run, n, rounds):
 
 def front(app):
     """``app`` behind what granian's worker serves in front of it, in this checkout's code
-    (one step since issue 52; three wrappers before, two before issue 51)."""
+    (one step since issue 52, recording its busy threads itself since its third round;
+    three wrappers before, two before issue 51)."""
     from plant_store.serving import granian_adapter
     try:
         from plant_store.serving.probes import BusyThreads
@@ -92,7 +93,10 @@ def front(app):
         from plant_store.serving.busy_threads import BusyThreads
 
     if hasattr(granian_adapter, "_front"):
-        return granian_adapter._front(BusyThreads(app, 16), 1 << 20)
+        try:
+            return granian_adapter._front(app, 1 << 20, busy=BusyThreads(16))
+        except TypeError:  # before the third round: BusyThreads was a wrapper
+            return granian_adapter._front(BusyThreads(app, 16), 1 << 20)
     try:
         from plant_store.serving.server_quirks import LengthRequired
     except ImportError:  # before issue 51: the app refused bodies without a length itself

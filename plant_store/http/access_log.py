@@ -66,8 +66,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable
-from itertools import groupby, repeat, starmap
+from itertools import repeat, starmap
 from operator import itemgetter, mul
 from typing import Any, TextIO
 
@@ -97,7 +96,6 @@ _CODES: dict[Any, int] = {}  # a status as the app set it -> its code
 # Of an Answered record (plant_store.events.Answered), and of a queued (level, record) line
 _NOW, _FIELDS, _PATH, _ELAPSED, _ID = (
     itemgetter(0), itemgetter(1, 2, 3, 4, 5), itemgetter(4), itemgetter(6), itemgetter(7))
-_LEVEL, _RECORD = itemgetter(0), itemgetter(1)
 
 
 class AccessLog:
@@ -121,7 +119,12 @@ class AccessLog:
         self._answered: collections.deque[Answered] = collections.deque()
         self._batch = batch
         self._count_each = count_each
-        self._lines: collections.deque[tuple[str, Answered]] = collections.deque()  # level
+        # Lines to write, in runs of one level (a drain's records, usually one run):
+        # (level, records). Lines queued and lines taken to write are each counted by the
+        # one lock that changes them (_draining, _writing), so their difference, the lines
+        # waiting, needs neither to wait for the other.
+        self._lines: collections.deque[tuple[str, list[Answered]]] = collections.deque()
+        self._queued = self._taken = 0
         self._max_pending = max_pending
         self._dropped = 0  # lines dropped since the last flush, for want of room
         self._dropped_lock = threading.Lock()
@@ -180,16 +183,19 @@ class AccessLog:
             self._queue_lines(records)
 
     def _queue_lines(self, records: list[Answered]) -> None:
-        """Each record's line, as (level, record), unless it is quiet; dropped past
-        max_pending. A batch without a quiet path (the usual one) is queued at once."""
-        lines, quiet, prefixes = self._lines, self._quiet, self._quiet_prefixes
-        room = self._max_pending - len(lines)
+        """Each record's line, in runs of one level, unless it is quiet; dropped past
+        max_pending. A batch without a quiet path (the usual one) is queued at once, as one
+        run."""
+        quiet, prefixes = self._quiet, self._quiet_prefixes
+        room = self._max_pending - (self._queued - self._taken)
         paths = set(map(_PATH, records))
         if (self._info and paths.isdisjoint(quiet)
                 and not any(path.startswith(prefixes) for path in paths)):
             kept = records if len(records) <= room else records[:max(room, 0)]
-            lines.extend(zip(repeat("INFO"), kept))
+            if kept:
+                self._lines.append(("INFO", kept))
             dropped = len(records) - len(kept)
+            self._queued += len(kept)
         else:
             dropped = self._queue_each(records, room)
         if dropped:
@@ -198,8 +204,9 @@ class AccessLog:
 
     def _queue_each(self, records: list[Answered], room: int) -> int:
         """:meth:`_queue_lines`, record by record; the lines dropped."""
-        quiet, prefixes, lines, codes = self._quiet, self._quiet_prefixes, self._lines, _CODES
+        quiet, prefixes, codes = self._quiet, self._quiet_prefixes, _CODES
         info, debug, dropped = self._info, self._debug, 0
+        runs: list[tuple[str, list[Answered]]] = []
         for record in records:
             path, status = record[4], record[5]
             # Probes are quiet, unless refused: a 401 there is someone guessing tokens.
@@ -223,7 +230,12 @@ class AccessLog:
                 dropped += 1
                 continue
             room -= 1
-            lines.append((level, record))
+            if runs and runs[-1][0] == level:
+                runs[-1][1].append(record)
+            else:
+                runs.append((level, [record]))
+        self._lines.extend(runs)
+        self._queued += sum(len(run) for _, run in runs)
         return dropped
 
     @staticmethod
@@ -236,18 +248,13 @@ class AccessLog:
                 "status": falcon.http_status_to_code(status),
                 "duration_ms": round(elapsed * 1000, 3), "request_id": request_id}
 
-    def _text(self, lines: list[tuple[str, Answered]]) -> str:
-        """The ``lines``, in the text format: each run of one level at once
-        (:func:`_text_of`)."""
-        if len(lines) and list(map(_LEVEL, lines)).count(lines[0][0]) == len(lines):
-            return _text_of(lines[0][0], list(map(_RECORD, lines)))
-        return "".join(_text_of(level, list(map(_RECORD, run)))
-                       for level, run in groupby(lines, _LEVEL))
-
-    def _format(self, lines: list[tuple[str, Answered]]) -> str:
+    def _format(self, runs: list[tuple[str, list[Answered]]]) -> str:
+        """The lines of ``runs`` (each of one level), as the format writes them: each run's
+        text at once (:func:`_text_of`), or each line's JSON."""
         if self._json:
-            return "".join(orjson.dumps(self._object(e)).decode() + "\n" for e in lines)
-        return self._text(lines)
+            return "".join(orjson.dumps(self._object((level, record))).decode() + "\n"
+                           for level, records in runs for record in records)
+        return "".join(starmap(_text_of, runs))
 
     def flush(self, wait: float = -1) -> None:
         """Drain, then write the lines that wait; ``wait``: seconds to wait for a write
@@ -268,39 +275,39 @@ class AccessLog:
             self._count_dropped(dropped)
 
     def _flush(self) -> None:
-        lines = []
+        runs = []
         with contextlib.suppress(IndexError):
             while True:
-                lines.append(self._lines.popleft())
-        if not lines:
+                runs.append(self._lines.popleft())
+        if not runs:
             return
+        self._taken += sum(len(records) for _, records in runs)
         stream = self._stream or own_stream(LOGGER)
         if stream is None:
-            for entry in lines:
-                # A host's filter or handler that raises ends neither the flusher nor
-                # the other lines.
-                with contextlib.suppress(Exception):
-                    self._emit(entry)
+            for level, records in runs:
+                for record in records:
+                    # A host's filter or handler that raises ends neither the flusher nor
+                    # the other lines.
+                    with contextlib.suppress(Exception):
+                        self._emit((level, record))
             return
         if stream is not self._stream:  # the root's handler: its level still applies
-            # Asked once per level in the batch, not once per line (a call per request).
-            enabled = {level: LOGGER.isEnabledFor(_LEVELS[level])
-                       for level in set(map(_LEVEL, lines))}
-            if not all(enabled.values()):
-                lines = [e for e in lines if enabled[e[0]]]
+            # Asked once per run, not once per line (a call per request).
+            runs = [run for run in runs if LOGGER.isEnabledFor(_LEVELS[run[0]])]
         try:
-            taken = stream.write(self._format(lines))
+            taken = stream.write(self._format(runs))
             stream.flush()
         except (OSError, ValueError):  # stderr closed or gone: nowhere left to log
             return
-        if taken == 0 and lines and isinstance(stream, LineQueue):  # full: the queue says so
-            self._count_dropped(len(lines))
+        if taken == 0 and runs and isinstance(stream, LineQueue):  # full: the queue says so
+            self._count_dropped(sum(len(records) for _, records in runs))
 
     def _after_fork_in_child(self) -> None:
         self._draining, self._writing = threading.Lock(), threading.Lock()
         self._dropped_lock, self._dropped = threading.Lock(), 0
         self._answered.clear()
         self._lines.clear()
+        self._queued = self._taken = 0
 
     def _count_dropped(self, lines: int) -> None:
         with contextlib.suppress(Exception):  # the flusher outlives a failing count
@@ -329,27 +336,32 @@ def _text_of(level: str, records: list[Answered]) -> str:
     to the next (level, client, method, path, status: formatted once per distinct set,
     escaped there), its time changes once a millisecond (formatted once per distinct
     millisecond), its duration takes few values (once per distinct tenth of a millisecond);
-    per line are only C loops (``map``, ``join``). Every unsafe character but the backslash
-    is unprintable, so one ``isprintable()`` of the request ids tells whether any needs
-    escapes (the usual batch: none; escaping a safe field leaves it as it is)."""
-    if not records:
+    per line are only C loops (``map``, slice assignments), and no string is made per line:
+    the pieces of every line are laid in one list, joined once. Every unsafe character but
+    the backslash is unprintable, so one ``isprintable()`` of the request ids tells whether
+    any needs escapes (the usual batch: none; escaping a safe field leaves it as it is)."""
+    count = len(records)
+    if not count:
         return ""
     nows = list(map(_NOW, records))
     millis = list(map(int, map(mul, nows, repeat(1000))))  # timestamp()'s own key
     stamp_of = {ms: timestamp(now) for ms, now in dict(zip(millis, nows, strict=True)).items()}
     fields = list(map(_FIELDS, records))
-    middle_of = {key: _middle(level, *key) for key in set(fields)}
-    middles: Iterable[str] = (repeat(middle_of[fields[0]], len(fields)) if len(middle_of) == 1
-                              else map(middle_of.__getitem__, fields))
+    middle_of = {key: f" {_middle(level, *key)} " for key in set(fields)}
     tenths = list(map(round, map(mul, map(_ELAPSED, records), repeat(10000))))  # of a ms
-    duration_of = {n: f"{n // 10}.{n % 10}ms" for n in set(tenths)}  # ints format faster
+    duration_of = {n: f"{n // 10}.{n % 10}ms " for n in set(tenths)}  # ints format faster
     ids = list(map(_ID, records))
     chosen = "".join(ids)
     if not chosen.isprintable() or "\\" in chosen:
         ids = list(map(escape, ids))
-    return "\n".join(map(" ".join, zip(map(stamp_of.__getitem__, millis), middles,
-                                      map(duration_of.__getitem__, tenths), ids,
-                                      strict=True))) + "\n"
+    pieces = [""] * (5 * count)  # time, middle, duration, id, newline: for each line
+    pieces[0::5] = map(stamp_of.__getitem__, millis)
+    pieces[1::5] = (repeat(middle_of[fields[0]], count) if len(middle_of) == 1
+                    else map(middle_of.__getitem__, fields))
+    pieces[2::5] = map(duration_of.__getitem__, tenths)
+    pieces[3::5] = ids
+    pieces[4::5] = repeat("\n", count)
+    return "".join(pieces)
 
 
 def _middle(level: str, remote_addr: str, method: str, script_name: str, path: str,

@@ -136,7 +136,7 @@ def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
         prometheus_adapter.count_in_files()
     try:
         service = _open(config, plan.metrics_dir)
-        busy = BusyThreads(service.app, config.threads)
+        busy = BusyThreads(config.threads)
         upkeep = ConnectionUpkeep(
             plan.port, request_timeout=config.request_timeout,
             channel_timeout=config.channel_timeout, limit=config.connection_limit,
@@ -158,7 +158,7 @@ def _load(plan: _Plan) -> Callable[..., Iterable[bytes]]:
     multiprocessing.util.Finalize(None, _close, args=(service, probes, upkeep),
                                   exitpriority=10)
     upkeep.start()
-    return _front(busy, config.max_body_size, service.metrics.refused_by_server)
+    return _front(service.app, config.max_body_size, service.metrics.refused_by_server, busy)
 
 
 class _Restarts:
@@ -194,19 +194,21 @@ def _end_with_the_master(master: int) -> None:
 
 def _front(app: Callable[..., Iterable[bytes]], limit: int,
            counted: Callable[[str, str, int], None] = lambda *request: None,
-           ) -> Callable[..., Iterable[bytes]]:
+           busy: BusyThreads | None = None) -> Callable[..., Iterable[bytes]]:
     """What granian's worker serves: ``app`` behind the two refusals granian leaves to it,
-    in one step (three wrappers, one for each, cost 1.1 us a request, a fifth of the
-    service's own work): a Content-Length over ``limit`` is refused 413 at once, token or
-    not, before the app (as waitress refuses it: errors.rst), its body unread and the
-    connection closed, and told to ``counted(method, path, 413)`` (the metrics: as
-    waitress's own 413s are, the hostile pass on issue 52 found these uncounted); a body
-    without a length is refused 411 when read
-    (:class:`~plant_store.serving.server_quirks.LengthRequired`)."""
+    and its calls in flight recorded in ``busy`` (for the probe port's ``/ready``), in one
+    step (a wrapper for each cost 1.1 us a request, a fifth of the service's own work): a
+    Content-Length over ``limit`` is refused 413 at once, token or not, before the app (as
+    waitress refuses it: errors.rst), its body unread and the connection closed, and told
+    to ``counted(method, path, 413)`` (the metrics: as waitress's own 413s are, the hostile
+    pass on issue 52 found these uncounted); a body without a length is refused 411 when
+    read (:class:`~plant_store.serving.server_quirks.LengthRequired`)."""
     body = errors.document(413, errors.TOO_LARGE.format(limit))
     headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
                ("Connection", "close")]
     unreadable = server_quirks.unreadable_without_length
+    busy = busy if busy is not None else BusyThreads(1)
+    tokens, started, monotonic = busy.tokens, busy.started, time.monotonic
 
     def front(environ: dict[str, Any], start_response: Callable[..., Any]
               ) -> Iterable[bytes]:
@@ -217,7 +219,12 @@ def _front(app: Callable[..., Iterable[bytes]], limit: int,
             start_response("413 Content Too Large", headers)
             counted(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""), 413)
             return [body]
-        return app(environ, start_response)
+        token = next(tokens)  # BusyThreads' invariant: one entry per call not returned
+        started[token] = monotonic()
+        try:
+            return app(environ, start_response)  # the app answers with one bytes body
+        finally:
+            del started[token]
 
     return front
 

@@ -2,6 +2,7 @@
 
 import fcntl
 import io
+import itertools
 import os
 import threading
 import time
@@ -95,19 +96,26 @@ def _one_line(entry):
 _FIELD = st.text(max_size=12)
 
 
+def _runs(lines):
+    """(level, record) lines as the access log queues them: runs of one level."""
+    return [(level, [record for _, record in run])
+            for level, run in itertools.groupby(lines, lambda line: line[0])]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(
     st.floats(1.7e9, 1.8e9), st.sampled_from(["INFO", "DEBUG"]), _FIELD, _FIELD, _FIELD,
     st.sampled_from(["200 OK", "404 Not Found", 201, falcon.HTTP_503, HTTPStatus.CONFLICT]),
     st.floats(0, 100), _FIELD), max_size=20), st.sampled_from(["", "/api", "/a\nb"]))
 def test_a_batch_is_formatted_as_each_line_was_alone(entries, script_name):
-    """The access log queues (level, record) lines, the record as the request's thread
-    made it (the mount point apart from the path); the text is each line's of before."""
+    """The access log queues lines in runs of one level, each record as the request's
+    thread made it (the mount point apart from the path); the text is each line's of
+    before."""
     access = AccessLog(io.StringIO(), "info", frozenset())
     lines = [(level, (now, remote_addr, method, script_name, path, status, elapsed,
                       request_id, None))
              for now, level, remote_addr, method, path, status, elapsed, request_id in entries]
-    assert access._text(lines) == "".join(
+    assert access._format(_runs(lines)) == "".join(
         _one_line((now, level, remote_addr, method, script_name + path, *rest))
         for now, level, remote_addr, method, path, *rest in entries)
 
@@ -128,7 +136,7 @@ def test_a_batch_at_one_level_is_formatted_as_each_line_was_alone(level, entries
     lines = [(level, (now, remote_addr, method, script_name, path, status, elapsed,
                       request_id, None))
              for now, remote_addr, method, path, status, elapsed, request_id in entries]
-    assert access._text(lines) == "".join(
+    assert access._format(_runs(lines)) == "".join(
         _one_line((now, level, remote_addr, method, script_name + path, *rest))
         for now, remote_addr, method, path, *rest in entries)
 

@@ -1,11 +1,12 @@
-"""serving/probes.py, its busy threads: the calls in flight counted, /ready's reason only once every
-thread has been busy BUSY_FOR seconds, and a call that raises still counted out."""
+"""serving/probes.py, its busy threads: the calls in flight (as granian's front records them)
+counted, /ready's reason only once every thread has been busy BUSY_FOR seconds, and a call
+that raises still counted out."""
 
 import threading
 
 import pytest
 
-from plant_store.serving import probes
+from plant_store.serving import granian_adapter, probes
 from plant_store.serving.probes import BusyThreads
 
 
@@ -19,8 +20,9 @@ def test_unready_only_when_every_thread_is_held_long_enough(monkeypatch):
         release.wait(5)
         return [b""]
 
-    busy = BusyThreads(app, threads=2)
-    callers = [threading.Thread(target=busy, args=({}, None)) for _ in range(2)]
+    busy = BusyThreads(threads=2)
+    front = granian_adapter._front(app, 10, busy=busy)
+    callers = [threading.Thread(target=front, args=({}, None)) for _ in range(2)]
     for caller in callers:
         caller.start()
     entered.wait(5)
@@ -37,9 +39,9 @@ def test_a_call_that_raises_is_counted_out():
     def app(environ, start_response):
         raise RuntimeError("boom")
 
-    busy = BusyThreads(app, threads=1)
+    busy = BusyThreads(threads=1)
     with pytest.raises(RuntimeError):
-        busy({}, None)
+        granian_adapter._front(app, 10, busy=busy)({}, None)
     assert busy.started == {}
 
 
@@ -49,7 +51,7 @@ def test_not_unready_while_one_thread_keeps_taking_fresh_calls(monkeypatch):
     it caught the fourth in a call: its call is fresh, so a thread is free within it."""
     now = [100.0]
     monkeypatch.setattr(probes.time, "monotonic", lambda: now[0])
-    busy = BusyThreads(lambda environ, start_response: [b""], threads=4)
+    busy = BusyThreads(threads=4)
     busy.started.update({1: 90.0, 2: 91.0, 3: 92.0, 4: now[0] - 0.01})  # the 4th: quick
     assert busy.unready() is None
     busy.started[4] = now[0] - probes.BUSY_FOR  # held a second too: every thread is

@@ -209,13 +209,15 @@ def _front(app: Callable[..., Iterable[bytes]], limit: int,
     unreadable = server_quirks.unreadable_without_length
     busy = busy if busy is not None else BusyThreads(1)
     tokens, started, monotonic = busy.tokens, busy.started, time.monotonic
+    digits = len(str(limit))  # a length of fewer digits is below the limit, unread
 
     def front(environ: dict[str, Any], start_response: Callable[..., Any]
               ) -> Iterable[bytes]:
         length = environ.get("CONTENT_LENGTH")
         if not length:
             unreadable(environ)
-        elif length.isdigit() and int(length) > limit:
+        elif (len(length) >= digits and length.isascii() and length.isdigit()
+              and int(length) > limit):
             start_response("413 Content Too Large", headers)
             counted(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""), 413)
             return [body]

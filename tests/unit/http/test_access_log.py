@@ -20,6 +20,7 @@ from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.events import Events
 from plant_store.http.access_log import FLUSH_INTERVAL, AccessLog, flush_all
+from plant_store.http.request_id import SANE
 from plant_store.logs import FORMAT, LineQueue, TextFormatter, escape, timestamp
 from plant_store.metrics import for_config
 from plant_store.stores import MemoryStore
@@ -94,6 +95,7 @@ def _one_line(entry):
 
 
 _FIELD = st.text(max_size=12)
+_ID = st.from_regex(SANE, fullmatch=True)  # what a record's request id is: the next test
 
 
 def _runs(lines):
@@ -106,7 +108,7 @@ def _runs(lines):
 @given(st.lists(st.tuples(
     st.floats(1.7e9, 1.8e9), st.sampled_from(["INFO", "DEBUG"]), _FIELD, _FIELD, _FIELD,
     st.sampled_from(["200 OK", "404 Not Found", 201, falcon.HTTP_503, HTTPStatus.CONFLICT]),
-    st.floats(0, 100), _FIELD), max_size=20), st.sampled_from(["", "/api", "/a\nb"]))
+    st.floats(0, 100), _ID), max_size=20), st.sampled_from(["", "/api", "/a\nb"]))
 def test_a_batch_is_formatted_as_each_line_was_alone(entries, script_name):
     """The access log queues lines in runs of one level, each record as the request's
     thread made it (the mount point apart from the path); the text is each line's of
@@ -120,6 +122,24 @@ def test_a_batch_is_formatted_as_each_line_was_alone(entries, script_name):
         for now, level, remote_addr, method, path, *rest in entries)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.none(), st.text(max_size=40), _ID))
+def test_a_recorded_request_id_never_needs_escapes(given_id):
+    """The text lines write request ids unescaped (access_log._text_of): whatever
+    X-Request-ID a client sends, the id recorded is one SANE lets through, the client's or
+    one made here."""
+    access = AccessLog(io.StringIO(), "info", frozenset(), batch=10**6)
+    env = falcon.testing.create_environ(path="/plants")
+    if given_id is not None:
+        env["HTTP_X_REQUEST_ID"] = given_id
+    req, resp = falcon.Request(env), falcon.Response()
+    access.process_request(req, resp)
+    access.process_response(req, resp, None, True)
+    (record,) = access._answered
+    assert SANE.fullmatch(record[7]) and resp.get_header("X-Request-ID") == record[7]
+    assert record[7] == given_id or given_id is None or not SANE.fullmatch(given_id)
+
+
 _FEW = st.sampled_from(["/plants", "127.0.0.1", "POST", "a\nb", "c\\d", "é"])
 
 
@@ -127,7 +147,7 @@ _FEW = st.sampled_from(["/plants", "127.0.0.1", "POST", "a\nb", "c\\d", "é"])
 @given(st.sampled_from(["INFO", "DEBUG"]), st.lists(st.tuples(
     st.floats(1.7e9, 1.7e9 + 0.01), _FEW, _FEW, _FEW,
     st.sampled_from(["200 OK", "409 Conflict"]),
-    st.floats(0, 0.01) | st.sampled_from([0.00005, 0.00015, 0.00025]), _FEW | _FIELD),
+    st.floats(0, 0.01) | st.sampled_from([0.00005, 0.00015, 0.00025]), _ID),
     min_size=1, max_size=300), st.sampled_from(["", "/api"]))
 def test_a_batch_at_one_level_is_formatted_as_each_line_was_alone(level, entries, script_name):
     """The usual batch: one level, the same few clients and paths, times within a few

@@ -9,6 +9,8 @@ import falcon
 import granian
 import pytest
 from granian.server import common
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plant_store.config import Config
 from plant_store.serving import granian_adapter
@@ -92,6 +94,20 @@ def test_a_body_refused_as_too_large_before_the_app_is_counted():
     assert statuses == ["413 Content Too Large"] and b"413" in b"".join(answer)
     assert counted == [("POST", "/plants", 413)]
     assert refusing({"CONTENT_LENGTH": "10"}, None) == [b"app"] and len(counted) == 1
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(1, 10**12), st.one_of(
+    st.integers(0, 10**13).map(str), st.text("0123456789", max_size=16),
+    st.text(max_size=16)))
+def test_the_front_refuses_exactly_the_lengths_over_the_limit(limit, length):
+    """Its shortcut (a length of fewer digits than the limit's is under it, unread) refuses
+    what comparing every length as a number refuses."""
+    refused = []
+    front = granian_adapter._front(lambda environ, start: [b"app"], limit)
+    front({"CONTENT_LENGTH": length, "wsgi.input": io.BytesIO()},
+          lambda status, headers: refused.append(status))
+    assert bool(refused) == (length.isascii() and length.isdigit() and int(length) > limit)
 
 
 @pytest.mark.parametrize(("environ", "refused"), [

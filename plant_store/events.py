@@ -16,7 +16,7 @@ in batches, ``requests``, off the request's thread as a rule).
 from typing import Any
 
 # A request answered, as the access log records it on the request's thread (raw fields,
-# nothing derived): (time.time() at the answer, client address, method, mount point
+# nothing derived): (time.perf_counter() at the answer, client address, method, mount point
 # (SCRIPT_NAME), path (below the mount point), status as the app set it, seconds from
 # arrival to answer, request id, route template, or None when no route took it).
 Answered = tuple[float, str, str, str, str, Any, float, str, str | None]

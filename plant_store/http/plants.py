@@ -36,6 +36,7 @@ from plant_store.stores.records import Plant, Preconditions
 from plant_store.util.forwarded import base_url
 
 _new_tuple = tuple.__new__  # a Plant built in C, as load_new_plant builds it
+_JSON = falcon.MEDIA_JSON
 INT32_MAX = JsonInteger(32).maximum  # the bounds the schemas use
 _LIMIT = re.compile(r"[0-9]{1,10}")
 _LIMIT_RULE = f"Must be an integer from 1 to {INT32_MAX}."
@@ -291,7 +292,7 @@ def read_new_plant(req: falcon.Request, max_body: int) -> Plant | None:
     ``json_object``, ``load_new_plant``)."""
     env = req.env
     length = env.get("CONTENT_LENGTH")
-    if (env.get("CONTENT_TYPE") == falcon.MEDIA_JSON and length and length.isascii()
+    if (env.get("CONTENT_TYPE") == _JSON and length and length.isascii()
             and length.isdigit() and 0 < (size := int(length)) <= max_body):
         stream = env["wsgi.input"]
         body = stream.read(max_body + 1 if env.get("wsgi.input_terminated") else size)
@@ -302,10 +303,11 @@ def read_new_plant(req: falcon.Request, max_body: int) -> Plant | None:
                 document = None
             if type(document) is dict:
                 plant_id, name, tag = (document.get("id"), document.get("name"),
-                                       document.get("tag", ""))
+                                       document.get("tag"))
                 if (type(plant_id) is int and ID_MIN <= plant_id <= ID_MAX
-                        and type(name) is str and type(tag) is str):
-                    return _new_tuple(Plant, (plant_id, name, document.get("tag")))
+                        and type(name) is str
+                        and (type(tag) is str or (tag is None and "tag" not in document))):
+                    return _new_tuple(Plant, (plant_id, name, tag))
         req.stream = env["wsgi.input"] = io.BytesIO(body)
     return None
 

@@ -1,5 +1,6 @@
 """Access lines: one per request, written by a background thread, never a token or body."""
 
+import datetime
 import fcntl
 import io
 import itertools
@@ -11,6 +12,7 @@ from http import HTTPStatus
 
 import falcon
 import falcon.testing
+import orjson
 import webtest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -39,6 +41,25 @@ def test_one_line_per_request_without_token_or_body(tokens, token):
     assert request_id != second.split()[-1]  # one id per request
     assert second.split()[5:8] == ["GET", "/nope", "404"]
     assert token not in stream.getvalue() and "secret-name" not in stream.getvalue()
+
+
+def test_a_line_has_its_answer_s_wall_clock_time(tokens, token):
+    """A record keeps the answer's time.perf_counter(), one clock call less a request; the
+    line's time is the wall clock's at the answer, to the millisecond, in both formats."""
+    app, stream = logged_app(tokens, token)
+    before = time.time()
+    app.get("/nope", status=404)
+    after = time.time()
+    (line,) = lines_when(stream, 1)
+    stamp = datetime.datetime.strptime(" ".join(line.split()[:2]), "%Y-%m-%d %H:%M:%S,%f")
+    assert int(before * 1000) / 1000 <= stamp.timestamp() <= after
+    access = AccessLog(io.StringIO(), "info", frozenset(), log_format="json")
+    now = time.perf_counter()
+    written = orjson.loads(access._format(
+        [("INFO", [(now, "127.0.0.1", "GET", "", "/", "200 OK", 0.0, "id", None)])],
+        time.time() - now))["time"]
+    moment = datetime.datetime.fromisoformat(written.replace("Z", "+00:00")).timestamp()
+    assert abs(moment - time.time()) < 1
 
 
 def test_rejected_requests_are_logged_too(tokens, token):
@@ -117,7 +138,7 @@ def test_a_batch_is_formatted_as_each_line_was_alone(entries, script_name):
     lines = [(level, (now, remote_addr, method, script_name, path, status, elapsed,
                       request_id, None))
              for now, level, remote_addr, method, path, status, elapsed, request_id in entries]
-    assert access._format(_runs(lines)) == "".join(
+    assert access._format(_runs(lines), 0.0) == "".join(
         _one_line((now, level, remote_addr, method, script_name + path, *rest))
         for now, level, remote_addr, method, path, *rest in entries)
 
@@ -156,7 +177,7 @@ def test_a_batch_at_one_level_is_formatted_as_each_line_was_alone(level, entries
     lines = [(level, (now, remote_addr, method, script_name, path, status, elapsed,
                       request_id, None))
              for now, remote_addr, method, path, status, elapsed, request_id in entries]
-    assert access._format(_runs(lines)) == "".join(
+    assert access._format(_runs(lines), 0.0) == "".join(
         _one_line((now, level, remote_addr, method, script_name + path, *rest))
         for now, remote_addr, method, path, *rest in entries)
 

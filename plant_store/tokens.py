@@ -124,13 +124,13 @@ class TokenFile:
         it is remembered until the file changes, and then costs one dict lookup (whose
         timing depends on a keyed hash of the token, not on how much of it is right).
         """
-        now = self._clock()
-        if now >= self._next_check:  # the test here, not in a call: once a second it passes
+        if (now := self._clock()) >= self._next_check:  # here, not in a call: once a second
             self._refresh(now)
-        hashes, known = self._current
-        label = known.get(token)
+        current = self._current
+        label = current[1].get(token)
         if label is not None:
             return label
+        hashes, known = current
         presented = _digest(token).encode()
         for digest, entry_label in hashes:
             if hmac.compare_digest(digest, presented):

@@ -70,6 +70,7 @@ from collections.abc import Iterable
 from itertools import repeat, starmap
 from math import floor
 from operator import add, itemgetter, mul
+from time import perf_counter
 from typing import Any, TextIO
 
 import falcon
@@ -143,12 +144,12 @@ class AccessLog:
         self._quiet_prefixes = quiet_prefixes
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        req.context.started = time.perf_counter()
+        req.context.started = perf_counter()
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, succeeded: bool
     ) -> None:
-        answered_at = time.perf_counter()
+        answered_at = perf_counter()
         elapsed = answered_at - req.context.started
         env, ids = req.env, self._ids
         # The request id (RequestId.assign's steps, inline: the answer's headers are sent

@@ -50,7 +50,7 @@ class BearerAuth:
                  events: Events | None = None) -> None:
         """``preflight``: let CORS preflights through; ``events``: told each 401's reason
         (``refused``: ``missing``, ``scheme`` or ``invalid``), for the metrics."""
-        self._tokens = tokens
+        self._verify = tokens.verify
         self._public = public_paths
         self._public_prefixes = public_prefixes
         self._public_of: dict[str, bool] = {}  # path -> public: the check once per path
@@ -79,7 +79,7 @@ class BearerAuth:
         if not token:
             raise self._unauthorized(
                 "scheme", "The Authorization header must use the Bearer scheme.")
-        label = self._tokens.verify(token)
+        label = self._verify(token)
         if label is None:
             raise self._unauthorized("invalid", "The bearer token is not valid.")
         req.context.token_label = label  # who the client is, for the rate limit

@@ -5,7 +5,8 @@ uWSGI), it configures the root logger with one handler of its own, unless the ho
 configured logging (the root logger has handlers): then the host keeps control, and the
 access lines reach its handlers through the ``plant_store.access`` logger.
 
-``plant-store serve`` writes its lines through a :class:`LineQueue` (issue 42): a reader of
+``plant-store serve`` and the WSGI entry point write their lines through a
+:class:`LineQueue` (issue 42): a reader of
 stderr that stops reading (a pipe nobody reads, a stalled log shipper) then costs at most
 ``QUEUE_BYTES`` of memory and lost lines, counted, never a request's thread, the server's
 I/O loop, or a stop that waits on the pipe for good.
@@ -259,12 +260,18 @@ def drain() -> None:
         own.stream.drain()
 
 
-def configure_unless_configured(level: str, log_format: str = "text") -> bool:
+def configure_unless_configured(level: str, log_format: str = "text",
+                                queued: bool = True) -> bool:
     """:func:`configure`, unless the root logger has handlers already (a host application,
-    gunicorn's ``--log-config``): those keep control. Whether it configured."""
+    gunicorn's ``--log-config``): those keep control. Whether it configured. Queued as
+    ``plant-store serve`` is, unless told not to (where a forked worker would not start the
+    queue's thread anew: uWSGI without its master): the WSGI entry point's workers share
+    one stderr, and each access flush written to it at once tore lines between them where
+    a slow reader took the pipe's text in pieces, and stalled the flusher, uncounted, while
+    the reader did not read (the hostile pass on issue 52's third round)."""
     if logging.getLogger().handlers:
         return False
-    configure(level, log_format)
+    configure(level, log_format, queued=queued)
     return True
 
 

@@ -126,16 +126,21 @@ class ServerQuirks:
         return self.app(environ, start_response)
 
 
-def at_fork_under_uwsgi() -> None:
+def at_fork_under_uwsgi() -> bool:
     """Under uWSGI with its master, the at-fork registry runs in each worker it forks (its
     forks run no Python fork hooks); elsewhere nothing (Python's own hooks run it; without
     a master, whose ``uwsgidecorators`` refuses to load, the JSON-file store still refuses
-    a write in a worker forked after it was opened: :class:`plant_store.util.at_fork.Owner`)."""
+    a write in a worker forked after it was opened: :class:`plant_store.util.at_fork.Owner`).
+    Whether the registry runs in the workers this process forks: not under uWSGI without
+    its master, where nothing this process started before its forks (a thread, a lock
+    another thread held) may be used by a worker."""
     try:
         import uwsgi  # only inside uWSGI
     except ImportError:
-        return
-    if uwsgi.masterpid():
-        from uwsgidecorators import postfork
+        return True
+    if not uwsgi.masterpid():
+        return False
+    from uwsgidecorators import postfork
 
-        postfork(at_fork.catch_up)
+    postfork(at_fork.catch_up)
+    return True

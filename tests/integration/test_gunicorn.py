@@ -4,6 +4,8 @@ recycling by ``--max-requests`` without a dropped connection. The suite runs the
 gunicorn the hooks support; .ci/run runs this file again on the newest release."""
 
 import os
+import re
+import select
 import signal
 import socket
 import subprocess
@@ -15,6 +17,7 @@ import gunicorn as gunicorn_package
 import psycopg
 import pytest
 
+from plant_store.tokens import TokenFile
 from support.prefork import WsgiServer
 from support.servers import exchange, free_port, http_request
 
@@ -302,3 +305,77 @@ def test_a_recycled_worker_does_not_repeat_the_start_warning(tmp_path):
     assert creates == [200] * 30, output
     assert output.count("Booting worker") >= 6, output
     assert output.count("which webhook_urls does not list") == 1, output
+
+
+ACCESS_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO \[plant_store\.access\] "
+                         r"127\.0\.0\.1 (POST /plants 200|GET /nope 404) \d+\.\dms [\w-]+")
+
+
+@pytest.mark.slow
+def test_two_workers_sharing_a_stalled_stderr_tear_no_access_line(tmp_path, database_url):
+    """The hostile pass on issue 52's third round: under gunicorn with two workers, each
+    worker's access flush went to the shared stderr in one write, and where a slow reader
+    came back those writes were cut into each other's lines. The WSGI entry point writes
+    through the log queue (whole lines, at most PIPE_BUF a write), as plant-store serve."""
+    port = free_port()
+    token = TokenFile(str(tmp_path / "tokens.json")).add("t")
+    proc = subprocess.Popen(
+        [GUNICORN, "-b", f"127.0.0.1:{port}", *HOOKS, "-w", "2", "--threads", "8",
+         "plant_store.wsgi:application"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, "PLANT_STORE_DATA_DIR": str(tmp_path), "PLANT_STORE_STORE":
+             "postgresql", "PLANT_STORE_DATABASE_URL": database_url,
+             "PLANT_STORE_LOG_LEVEL": "info"})
+    received, done = [], threading.Event()
+
+    def stalling_reader():  # a log shipper slower than the lines: 4 KiB each 40 ms
+        while not done.is_set() or select.select([proc.stderr], [], [], 0)[0]:
+            if select.select([proc.stderr], [], [], 0.05)[0]:
+                chunk = os.read(proc.stderr.fileno(), 4096)
+                if not chunk:
+                    return
+                received.append(chunk)
+                if not done.is_set():
+                    time.sleep(0.04)
+
+    reader = threading.Thread(target=stalling_reader)
+    reader.start()
+    answers = []
+    try:
+        deadline = time.monotonic() + 20
+        while http_get_status(port) is None:
+            assert time.monotonic() < deadline and proc.poll() is None, "gunicorn did not start"
+            time.sleep(0.1)
+
+        def client(n):
+            for i in range(300):
+                plant = n * 1000 + i
+                answers.append(http_request("127.0.0.1", port, "POST", "/plants",
+                                            {"id": plant, "name": f"p{plant}"}, token)[0])
+                answers.append(http_request("127.0.0.1", port, "GET", "/nope", None,
+                                            token)[0])
+
+        clients = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+        for thread in clients:
+            thread.start()
+        for thread in clients:
+            thread.join(120)
+        time.sleep(0.3)  # the last flush
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(20)
+        done.set()
+        reader.join(20)
+        proc.stderr.close()
+    assert sorted(set(answers)) == [200, 404] and len(answers) == 4800
+    lines = b"".join(received).decode(errors="replace").splitlines()
+    access = [line for line in lines if "plant_store.access" in line]
+    torn = [line for line in access if not ACCESS_LINE.fullmatch(line)]
+    assert not torn and len(access) == 4800, (len(access), torn[:3])
+
+
+def http_get_status(port):
+    try:
+        return http_request("127.0.0.1", port, "GET", "/health", timeout=2)[0]
+    except OSError:
+        return None

@@ -63,6 +63,10 @@ class HealthResource:
     on_head = on_get  # the same answer, without its body (Falcon drops it)
 
 
+TOKENS_UNREADABLE = ("Every token is refused now: the token file cannot be read (the "
+                     "server's log says why).")
+
+
 class ReadyResource:
     """``GET /ready``: 200 (and the release) while the store can take writes, else 503
     naming why."""
@@ -80,10 +84,8 @@ class ReadyResource:
         except StoreUnavailable as exc:
             raise falcon.HTTPServiceUnavailable(
                 description=f"The store cannot take writes now: {exc}") from None
-        problem = self._tokens_problem()
-        if problem is not None:
-            raise falcon.HTTPServiceUnavailable(
-                description=f"Every token is refused now: {problem}.")
+        if self._tokens_problem() is not None:  # its path is the operator's to know
+            raise falcon.HTTPServiceUnavailable(description=TOKENS_UNREADABLE)
         resp.data = READY_BODY
         resp.content_type = falcon.MEDIA_JSON
 

@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from plant_store.app import create_app
 from plant_store.config import Config
 from plant_store.events import Events
+from plant_store.http import access_log
 from plant_store.http.access_log import FLUSH_INTERVAL, AccessLog, flush_all
 from plant_store.http.request_id import SANE
 from plant_store.logs import FORMAT, LineQueue, TextFormatter, escape, timestamp
@@ -159,6 +160,23 @@ def test_a_recorded_request_id_never_needs_escapes(given_id):
     (record,) = access._answered
     assert SANE.fullmatch(record[7]) and resp.get_header("X-Request-ID") == record[7]
     assert record[7] == given_id or given_id is None or not SANE.fullmatch(given_id)
+
+
+def test_a_record_keeps_each_address_and_path_as_sent_with_a_bounded_memo(monkeypatch):
+    """Records share equal addresses and template paths with earlier ones (the flusher
+    reaches fewer strings), and still hold what each request had; the memo stays bounded."""
+    monkeypatch.setattr(access_log, "ADDRESSES_KEPT", 3)
+    access = AccessLog(io.StringIO(), "info", frozenset(), batch=10**6)
+    sent = [(f"10.0.0.{n % 5}", path, template) for n in range(12) for path, template in
+            [("/plants", "/plants"), (f"/plants/{n}", "/plants/{plant_id}"), ("/x", None)]]
+    for address, path, template in sent:
+        req = falcon.Request(falcon.testing.create_environ(path=path, remote_addr=address))
+        req.uri_template = template
+        resp = falcon.Response()
+        access.process_request(req, resp)
+        access.process_response(req, resp, None, True)
+    assert [(r[1], r[4], r[8]) for r in access._answered] == sent
+    assert len(access._addresses) == 3
 
 
 _FEW = st.sampled_from(["/plants", "127.0.0.1", "POST", "a\nb", "c\\d", "é"])

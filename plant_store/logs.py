@@ -14,6 +14,7 @@ I/O loop, or a stop that waits on the pipe for good.
 
 import atexit
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -33,6 +34,7 @@ FORMAT = "%(asctime)s %(levelname)s [%(name)s] %(message)s"
 LOG_LEVELS = ("debug", "info", "warning", "error")  # the order ranks them
 QUEUE_BYTES = 1 << 20  # log text that may wait for stderr: some 9,000 access lines
 DRAIN_TIMEOUT = 2.0  # seconds a stop gives stderr to take the lines that wait
+GONE = frozenset({errno.EBADF, errno.EPIPE})  # a descriptor closed, or its reader gone
 _second: tuple[int, str] = (-1, "")  # a second and its text
 _last: tuple[int, str] = (-1, "")  # a millisecond and its text: lines come in bursts
 _MILLIS = [f"{ms:03d}" for ms in range(1000)]  # a lookup is cheaper than a format spec
@@ -111,7 +113,10 @@ class LineQueue:
     the server's I/O loop or a stop that logs never waits for the descriptor. At most
     ``limit`` bytes wait; a write beyond that is dropped whole, and its lines counted. The
     output marks where such a gap begins, and says how many lines it lost once text is
-    taken again, or at :meth:`drain`.
+    taken again, or at :meth:`drain`. A write the descriptor fails for a while (a full
+    disk) loses its lines, counted and said as a gap's; only a descriptor closed, or whose
+    reader is gone, ends the writing; a non-blocking one that is full is waited for, as a
+    blocking one is.
 
     Invariants: :meth:`write` never waits for the descriptor (the lock is held to queue or
     to take text, never across an ``os.write``); only the writer thread writes to the
@@ -127,7 +132,7 @@ class LineQueue:
         self._waiting = 0  # bytes queued or being written
         self._dropped = 0  # lines dropped since the gap began; 0: no gap
         self._stuck = False  # a drain timed out, and nothing was written since
-        self._gone = False  # the descriptor refused a write (closed, EPIPE): nowhere to log
+        self._gone = False  # the descriptor is closed or its reader gone: nowhere to log
         self._start()
         _queues.add(self)
 
@@ -190,19 +195,29 @@ class LineQueue:
             with self._cond:
                 self._cond.wait_for(lambda: self._chunks)
                 data, self._chunks = b"".join(self._chunks), []
-            gone = False
-            try:
-                for piece in pieces(data):
-                    view = memoryview(piece)
-                    while view:
-                        view = view[os.write(self._fd, view):]
-            except OSError:  # closed, or its reader gone: nowhere left to log
-                gone = True
+            gone, lost = False, 0
+            for piece in pieces(data):
+                try:
+                    self._write(piece)
+                except OSError as exc:
+                    if exc.errno in GONE:  # closed, or its reader gone: nowhere left to log
+                        gone = True
+                        break
+                    lost += piece.count(b"\n")  # a full disk, say: the next may get through
             with self._cond:
                 self._waiting -= len(data)
                 self._stuck = False
                 self._gone |= gone
+                self._dropped += lost  # said as a gap's lines are, with the next write
                 self._cond.notify_all()
+
+    def _write(self, piece: bytes) -> None:
+        view = memoryview(piece)
+        while view:
+            try:
+                view = view[os.write(self._fd, view):]
+            except BlockingIOError:  # a non-blocking descriptor, full: as a blocking one
+                select.select([], [self._fd], [])
 
 
 def pieces(data: bytes, size: int = select.PIPE_BUF) -> Iterator[bytes]:
@@ -264,11 +279,11 @@ def configure_unless_configured(level: str, log_format: str = "text",
                                 queued: bool = True) -> bool:
     """:func:`configure`, unless the root logger has handlers already (a host application,
     gunicorn's ``--log-config``): those keep control. Whether it configured. Queued as
-    ``plant-store serve`` is, unless told not to (where a forked worker would not start the
-    queue's thread anew: uWSGI without its master): the WSGI entry point's workers share
-    one stderr, and each access flush written to it at once tore lines between them where
-    a slow reader took the pipe's text in pieces, and stalled the flusher, uncounted, while
-    the reader did not read (the hostile pass on issue 52's third round)."""
+    ``plant-store serve`` is, unless told not to (a process that must start no thread: one
+    uWSGI forks its workers from): the WSGI entry point's workers share one stderr, and
+    each access flush written to it at once tore lines between them where a slow reader
+    took the pipe's text in pieces, and stalled the flusher, uncounted, while the reader
+    did not read (the hostile pass on issue 52's third round)."""
     if logging.getLogger().handlers:
         return False
     configure(level, log_format, queued=queued)

@@ -21,11 +21,12 @@ from plant_store.serving import probes, server_quirks
 from plant_store.serving.lazy_app import LazyApp, warn_under_uwsgi
 
 _config = load(os.environ.get("PLANT_STORE_CONFIG"), os.environ)
-# Before the probe port's: a worker catches up first. Logging goes through a queue (a
-# thread of its own) only where a forked worker will start its own.
-hooked = server_quirks.at_fork_under_uwsgi()
-logs.configure_unless_configured(_config.log_level, _config.log_format, queued=hooked)
+# Logging goes through a queue (a thread of its own) unless this process is one uWSGI
+# forks its workers from.
+logs.configure_unless_configured(_config.log_level, _config.log_format,
+                                 queued=server_quirks.may_start_threads())
 contended = warn_under_uwsgi(_config)  # several processes on a store that serves one
+server_quirks.at_fork_under_uwsgi()  # before the probe port's: a worker catches up first
 application = server_quirks.ServerQuirks(LazyApp(
     _config, metrics_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None,
     wait_for_owner=not contended))

@@ -126,21 +126,29 @@ class ServerQuirks:
         return self.app(environ, start_response)
 
 
-def at_fork_under_uwsgi() -> bool:
+def at_fork_under_uwsgi() -> None:
     """Under uWSGI with its master, the at-fork registry runs in each worker it forks (its
     forks run no Python fork hooks); elsewhere nothing (Python's own hooks run it; without
     a master, whose ``uwsgidecorators`` refuses to load, the JSON-file store still refuses
-    a write in a worker forked after it was opened: :class:`plant_store.util.at_fork.Owner`).
-    Whether the registry runs in the workers this process forks: not under uWSGI without
-    its master, where nothing this process started before its forks (a thread, a lock
-    another thread held) may be used by a worker."""
+    a write in a worker forked after it was opened: :class:`plant_store.util.at_fork.Owner`)."""
+    try:
+        import uwsgi  # only inside uWSGI
+    except ImportError:
+        return
+    if uwsgi.masterpid():
+        from uwsgidecorators import postfork
+
+        postfork(at_fork.catch_up)
+
+
+def may_start_threads() -> bool:
+    """Whether this process may start a thread now: not a uWSGI process that will fork its
+    workers (its master, or its first process, without ``--lazy-apps``). uWSGI forks from
+    C without taking the GIL first, so a thread of this process that held it at a fork
+    left that worker waiting for it forever (the log queue's writer did: the hostile pass
+    on issue 52's third round)."""
     try:
         import uwsgi  # only inside uWSGI
     except ImportError:
         return True
-    if not uwsgi.masterpid():
-        return False
-    from uwsgidecorators import postfork
-
-    postfork(at_fork.catch_up)
-    return True
+    return bool(uwsgi.worker_id() > 0)  # imported in a worker: --lazy-apps

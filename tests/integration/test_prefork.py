@@ -26,7 +26,7 @@ from plant_store.serving.lazy_app import UNAVAILABLE
 from plant_store.stores import JsonFileStore, open_store
 from plant_store.stores.lock import StoreLocked
 from plant_store.stores.records import Plant
-from support.prefork import APP, BIN, gunicorn, uwsgi
+from support.prefork import APP, BIN, WsgiServer, gunicorn, uwsgi
 from support.receiver import SECRET, Receiver, verified
 from support.servers import StoreHolder, free_port
 
@@ -292,3 +292,35 @@ def test_a_second_store_in_the_same_process_is_refused_at_once(tmp_path, store):
             assert time.monotonic() - started < 0.5 and str(refused.value) == says
     with open_store(config):  # closed, it is free again, in this process too
         pass
+
+
+NOISY = """import logging, os, sys
+from plant_store.wsgi import application
+for n in range(50):  # a host module that logs as it is imported, through our handler
+    logging.getLogger("noisy").warning("line %d", n)
+with open(os.environ["HANDLER_SEEN"], "a") as seen:
+    seen.write(type(logging.getLogger().handlers[0].stream).__name__ + "\\n")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lazy", [[], ["--lazy-apps"]], ids=["forked", "lazy-apps"])
+def test_uwsgi_workers_forked_while_the_app_logs_all_serve(tmp_path, lazy):
+    """The hostile pass on issue 52's third round: uWSGI forks its workers from C without
+    taking the GIL, and the log queue's writer thread, started at import in the master,
+    held it at some forks: those workers waited for it forever (31 to 51 of 80), and a
+    stop waited a minute for them. The process uWSGI forks from starts no thread; with
+    --lazy-apps each worker imports the app itself and queues its lines."""
+    (tmp_path / "noisy.py").write_text(NOISY)
+    seen = tmp_path / "seen"
+    server = WsgiServer([os.path.join(BIN, "uwsgi"), "--http-socket", "127.0.0.1:{port}",
+                         "--pythonpath", str(tmp_path), "--module", "noisy:application",
+                         "--disable-logging", "--master", "--processes", "4", *lazy],
+                        tmp_path / "data", {"PLANT_STORE_LOCK_TIMEOUT": "1",
+                                            "HANDLER_SEEN": str(seen)}, signal.SIGINT)
+    with server:
+        time.sleep(1)  # every worker forked, or hung
+        started = time.monotonic()
+    stopped_in = time.monotonic() - started
+    assert stopped_in < 10, "".join(server.output)
+    assert seen.read_text().split() == (["LineQueue"] * 4 if lazy else ["TextIOWrapper"])

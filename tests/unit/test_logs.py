@@ -1,6 +1,7 @@
 """The server's log queue (issue 42, finding 5): a stderr nobody reads costs a bounded
 amount of memory and counted lines, never a writer's wait; the gap is marked in the log."""
 
+import errno
 import fcntl
 import json
 import os
@@ -10,6 +11,7 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
+from plant_store import logs
 from plant_store.logs import FORMAT, JsonFormatter, LineQueue, TextFormatter, pieces
 
 F_SETPIPE_SZ = 1031  # Linux's fcntl commands (not in Python's fcntl before 3.10 on all builds)
@@ -113,3 +115,50 @@ def test_the_writer_writes_whole_lines_of_at_most_pipe_buf_a_write(lines, size):
         assert piece.endswith(b"\n")
         assert len(piece) <= size or piece.count(b"\n") == 1  # a longer line: alone
 
+
+
+def test_a_write_that_fails_for_a_while_loses_its_lines_not_the_log(monkeypatch):
+    """The hostile pass on issue 52's third round: one failed write (a full disk, freed
+    later) ended every later line of the process; now it loses its own lines, and the next
+    write says how many."""
+    r, w = os.pipe()
+    failing = [True]
+    real_write = os.write
+
+    def write(fd, data):
+        if fd == w and failing[0]:
+            failing[0] = False
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(logs.os, "write", write)
+    queue = LineQueue(w, TextFormatter(FORMAT))
+    queue.write("lost 1\nlost 2\n")
+    assert queue.drain(5)
+    queue.write("kept\n")
+    assert queue.drain(5)
+    os.close(w)
+    with os.fdopen(r) as reader:
+        text = reader.read()
+    assert "lost" not in text and text.endswith("kept\n")
+    assert "2 log lines were dropped" in text
+
+
+def test_a_full_non_blocking_descriptor_is_waited_for_as_a_blocking_one():
+    """A non-blocking stderr that is full (EAGAIN) loses nothing: the writer waits until
+    it takes more, as it would on a blocking one (it ended the log for good)."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    queue = LineQueue(w, TextFormatter(FORMAT))
+    lines = [f"line {n} " + "x" * 90 + "\n" for n in range(2000)]  # past the pipe's 64 KiB
+    for line in lines:
+        queue.write(line)
+    received, deadline = b"", time.monotonic() + 10
+    with os.fdopen(r, "rb") as reader:
+        while len(received) < len("".join(lines)):
+            assert time.monotonic() < deadline, f"{len(received)} bytes arrived"
+            time.sleep(0.01)
+            received += reader.read1(1 << 16)
+        assert queue.drain(5)
+    os.close(w)
+    assert received.decode() == "".join(lines)

@@ -153,6 +153,8 @@ class TokenFile:
             signature: object = (st.st_mtime_ns, st.st_size, st.st_ino)
         except FileNotFoundError:
             signature = "missing"
+        except OSError as exc:  # a path through a file, say: read below, refused, logged
+            signature = ("unreadable", exc.errno)
         if signature == self._signature:
             return
         try:

@@ -104,10 +104,12 @@ class LazyApp:
             try:
                 app = self._create(
                     self._config.lock_timeout if failed_pid != pid and self._wait else 0.0)
-            except (StoreError, OSError) as exc:  # OSError: the metrics' directory
+            # OSError: the metrics' directory; TokenError: a token file that cannot be
+            # read (not a 500 and a traceback a request: the hostile pass on issue 52).
+            except (StoreError, TokenError, OSError) as exc:
                 if failed_pid != pid or str(exc) != reason:
                     log.error("plant-store process %d answers 503 until it can open the "
-                              "store: %s", pid, exc)
+                              "store and read its tokens: %s", pid, exc)
                 self._failed = (pid, time.monotonic() + RETRY_INTERVAL, str(exc))
                 return None
             self._built = (pid, app)

@@ -2,6 +2,7 @@
 
 import hashlib
 import logging
+import shutil
 import threading
 
 import pytest
@@ -55,6 +56,22 @@ def test_unreadable_token_file_refuses_every_token(tmp_path, caplog):
     path.write_text("{broken")
     assert tokens.verify(token) is None
     assert "cannot read token file" in caplog.text
+
+
+def test_a_token_file_whose_path_goes_through_a_file_refuses_every_token(tmp_path, caplog):
+    """The hostile pass on issue 52's third round: a directory of the path replaced by a
+    file made the check's stat raise (ENOTDIR), a 500 for every request; now every token is
+    refused, said once in the log, and /ready names the problem."""
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    tokens = TokenFile(str(folder / "tokens.json"), recheck=0)
+    token = tokens.add("x")
+    assert tokens.verify(token) == "x"
+    shutil.rmtree(folder)
+    folder.write_text("a file now")
+    assert tokens.verify(token) is None and tokens.verify(token) is None
+    assert tokens.problem() is not None
+    assert caplog.text.count("cannot read token file") == 1
 
 
 @pytest.mark.parametrize("content", [

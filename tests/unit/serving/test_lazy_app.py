@@ -42,3 +42,16 @@ def test_concurrent_first_requests_build_the_app_once(tmp_path):
     assert statuses == [200] * 8
 
 
+
+
+def test_an_unreadable_token_file_at_start_is_a_503_in_the_error_shape(tmp_path, caplog):
+    """The hostile pass on issue 52's third round: a token file a worker could not read as
+    it built the app made every request a 500 with a traceback (gunicorn's HTML page)."""
+    (tmp_path / "tokens.json").write_text("{not json")
+    app = LazyApp(Config(store="memory", data_dir=str(tmp_path),
+                         token_file=str(tmp_path / "tokens.json")))
+    assert call(app, "/ready") == (503, {"error": 503, "message": UNAVAILABLE})
+    assert call(app, "/plants") == (503, {"error": 503, "message": UNAVAILABLE})
+    assert call(app, "/health") == (200, {"status": "ok"})
+    logged = [r.getMessage() for r in caplog.records if "answers 503" in r.getMessage()]
+    assert len(logged) == 1 and "cannot read token file" in logged[0]

@@ -137,12 +137,23 @@ class LineQueue:
         _queues.add(self)
 
     def _start(self) -> None:
-        """A new lock and writer thread: at start, and in a forked child (a granian or
-        gunicorn worker), where the parent's thread is gone and its lock may be held; the
-        child leaves the parent's waiting lines to the parent, which writes them."""
+        """A new lock, and no writer thread until text is queued: at start, and in a forked
+        child (a granian or gunicorn worker), where the parent's thread is gone and its lock
+        may be held; the child leaves the parent's waiting lines to the parent, which writes
+        them. A process that logs nothing starts no thread (a pre-fork server's master that
+        imported the WSGI entry point: tests/integration/test_lazy_app_live.py)."""
         self._chunks, self._waiting = [], 0
         self._cond = threading.Condition(threading.Lock())
-        threading.Thread(target=self._write_forever, name="log-writer", daemon=True).start()
+        self._writing = False  # the writer thread started, in this process
+
+    def _queue(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._waiting += len(data)
+        if not self._writing:  # under the lock: one writer
+            self._writing = True
+            threading.Thread(target=self._write_forever, name="log-writer",
+                             daemon=True).start()
+        self._cond.notify_all()
 
     def write(self, text: str) -> int:
         """Queue ``text``, whole lines; the characters taken, 0 when it was dropped."""
@@ -184,11 +195,6 @@ class LineQueue:
     def _notice(self, message: str) -> bytes:
         record = logging.LogRecord(__name__, logging.WARNING, __file__, 0, message, None, None)
         return (self._formatter.format(record) + "\n").encode()
-
-    def _queue(self, data: bytes) -> None:
-        self._chunks.append(data)
-        self._waiting += len(data)
-        self._cond.notify_all()
 
     def _write_forever(self) -> None:
         while True:

@@ -298,6 +298,7 @@ class AccessLog:
         if not runs:
             return
         self._taken += sum(len(records) for _, records in runs)
+        offset = _offset()  # one wall-clock reading for the whole flush
         stream = self._stream or own_stream(LOGGER)
         if stream is None:
             for level, records in runs:
@@ -305,13 +306,13 @@ class AccessLog:
                     # A host's filter or handler that raises ends neither the flusher nor
                     # the other lines.
                     with contextlib.suppress(Exception):
-                        self._emit((level, record), _offset())
+                        self._emit((level, record), offset)
             return
         if stream is not self._stream:  # the root's handler: its level still applies
             # Asked once per run, not once per line (a call per request).
             runs = [run for run in runs if LOGGER.isEnabledFor(_LEVELS[run[0]])]
         try:
-            taken = stream.write(self._format(runs, _offset()))
+            taken = stream.write(self._format(runs, offset))
             stream.flush()
         except (OSError, ValueError):  # stderr closed or gone: nowhere left to log
             return
